@@ -1,0 +1,32 @@
+# rlbench: `make demo` runs the main job, `make test` runs the tests; both set up .venv first when
+# it is missing.
+VENV        ?= .venv
+PYTHON      ?= python3
+TORCH_SPEC  ?= torch==2.13.0
+DS_SPEC     ?= deepspeed==0.19.8
+DS_PREBUILD ?= 1
+STAMP       := $(VENV)/.rlbench-setup
+BIN         := $(VENV)/bin
+
+export TORCH_SPEC DS_SPEC DS_PREBUILD VENV PYTHON
+
+.PHONY: setup demo test test-fast clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/rlbench models build arith-s
+	$(BIN)/rlbench baseline arith-grpo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,170 @@
+"""The `rlbench` command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rlbench.config.core import ConfigError, to_dict
+from rlbench.progress import set_quiet
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="rlbench: can an LLM agent build an RL pipeline that really improves a base model?")
+tasks_app = typer.Typer(no_args_is_help=True, help="List, show and check tasks.")
+models_app = typer.Typer(no_args_is_help=True, help="The base-model zoo.")
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(models_app, name="models")
+
+out = Console()
+if not out.is_terminal:  # logs and pipes: do not wrap tables at 80 columns
+    out = Console(width=200)
+err = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 200)
+
+OverridesArg = typer.Argument(None, help="key=value overrides of the config, e.g. eval.temperature=0.7")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress output (also RLBENCH_QUIET=1).")
+
+
+def _fail(exc: Exception) -> None:
+    err.print(f"[bold red]error:[/] {exc}", highlight=False)
+    raise typer.Exit(code=2)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+@tasks_app.command("list")
+def tasks_list() -> None:
+    """All tasks with their category, kind of work, difficulty, base model and budget."""
+    from rlbench.tasks.registry import list_tasks
+
+    try:
+        tasks = list_tasks()
+    except ConfigError as exc:
+        _fail(exc)
+    table = Table(title="rlbench tasks")
+    for col in ("name", "version", "category", "kind", "difficulty", "base model", "budget"):
+        table.add_column(col)
+    for t in tasks:
+        budget = f"{t.budget.wall_seconds // 60} min, {t.budget.max_submissions} subm., {t.budget.device.value}"
+        table.add_row(t.name, t.version, t.category.value, t.kind.value, t.difficulty.value, t.model.base, budget)
+    out.print(table)
+
+
+@tasks_app.command("show")
+def tasks_show(name: str, overrides: Optional[List[str]] = OverridesArg) -> None:
+    """The resolved task config (after overrides) and the description the agent reads."""
+    import yaml
+
+    from rlbench.tasks.registry import load_task, task_dir
+
+    try:
+        task = load_task(name, overrides or [])
+    except ConfigError as exc:
+        _fail(exc)
+    out.print(f"[bold]{task.name}[/] v{task.version} — {task.summary}")
+    out.print(yaml.safe_dump(to_dict(task), sort_keys=False), highlight=False, markup=False)
+    out.rule("description.md")
+    out.print((task_dir(name) / "description.md").read_text(), highlight=False, markup=False)
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Zoo recipes: size, parameter count, whether built, and where."""
+    from rlbench.models.pretrain import make_model
+    from rlbench.models.recipe import recipe_hash
+    from rlbench.models.tokenizer import DEFAULT_ALPHABET, build_char_tokenizer
+    from rlbench.models.zoo import build_dir, is_built, load_recipe, model_meta, param_count, recipe_names
+
+    table = Table(title="rlbench model zoo")
+    for col in ("name", "size", "parameters", "recipe hash", "built", "path"):
+        table.add_column(col)
+    for name in recipe_names():
+        recipe = load_recipe(name)
+        meta = model_meta(build_dir(recipe)) if is_built(recipe) else None
+        if meta:
+            params = meta["parameters"]
+        else:
+            params = param_count(make_model(recipe, build_char_tokenizer(recipe.alphabet or DEFAULT_ALPHABET)))
+        built = f"yes ({meta['build_seconds']} s)" if meta else "no"
+        table.add_row(name, recipe.size, f"{params:,}", recipe_hash(recipe), built,
+                      str(build_dir(recipe)) if meta else "-")
+    out.print(table)
+
+
+@models_app.command("build")
+def models_build(
+    name: str,
+    overrides: Optional[List[str]] = OverridesArg,
+    force: bool = typer.Option(False, "--force", help="Rebuild even if an identical build exists."),
+    quiet: bool = QuietOpt,
+) -> None:
+    """Pretrain a zoo model by its recipe (cached by recipe hash) and print where it is."""
+    from rlbench.models.zoo import build, load_recipe, model_meta
+
+    set_quiet(quiet)
+    try:
+        recipe = load_recipe(name, overrides or [])
+        path = build(recipe, force=force)
+    except ConfigError as exc:
+        _fail(exc)
+    meta = model_meta(path) or {}
+    curve = meta.get("pretrain", {}).get("curve", [])
+    last = curve[-1] if curve else {}
+    out.print(f"{name}: {meta.get('parameters', 0):,} parameters, {meta.get('pretrain', {}).get('steps')} steps, "
+              f"calibration greedy accuracy {_pct(last.get('calib_greedy_acc'))}%, "
+              f"built in {meta.get('build_seconds')} s")
+    out.print(str(path), highlight=False)
+
+
+@app.command("baseline")
+def baseline_cmd(
+    task_name: str = typer.Argument(..., metavar="TASK"),
+    overrides: Optional[List[str]] = OverridesArg,
+    device: str = typer.Option("cpu", help="cpu or cuda"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Re-evaluate even if a cached score exists."),
+    output: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON here."),
+    quiet: bool = QuietOpt,
+) -> None:
+    """Score the task's base model on dev, test and heldout with the task's protocol."""
+    from rlbench.evaluation.baseline import baseline
+    from rlbench.io import atomic_write_json
+    from rlbench.tasks.registry import load_task
+
+    set_quiet(quiet)
+    try:
+        task = load_task(task_name, overrides or [])
+        result = baseline(task, device=device, use_cache=not no_cache)
+    except ConfigError as exc:
+        _fail(exc)
+    p = task.eval
+    table = Table(title=f"baseline {task.name} v{task.version} — {result['model']} "
+                        f"(k={p.samples_per_prompt}, T={p.temperature}, seed={p.seed})")
+    for col in ("split", "n", "pass@1 %", "95% CI", "greedy %", "greedy 95% CI"):
+        table.add_column(col, justify="right" if col != "split" else "left")
+    for split, s in result["scores"].items():
+        table.add_row(split, str(s["n"]), _pct(s["pass_at_1"]), f"[{_pct(s['ci_low'])}, {_pct(s['ci_high'])}]",
+                      _pct(s["greedy"]), f"[{_pct(s['greedy_ci_low'])}, {_pct(s['greedy_ci_high'])}]")
+    out.print(table)
+    if output is not None:
+        atomic_write_json(output, {k: v for k, v in result.items() if k != "path"})
+        out.print(f"written: {output}", highlight=False)
+    out.print(f"{'cached' if result['cached'] else 'stored'}: {result['path']}", highlight=False)
+
+
+def main() -> None:
+    try:
+        app()
+    except ConfigError as exc:  # anything that escaped a command
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Task data: procedural generators, split building, fingerprints and storage."""

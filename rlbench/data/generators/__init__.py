@@ -1,0 +1,55 @@
+"""Procedural problem generators.
+
+A generator is `fn(family, rng, params) -> dict` with at least `prompt` and `answer`. Family `main`
+feeds train, dev and test; family `heldout` is the shifted distribution used to measure
+generalisation. The same functions feed the base models' pretraining corpora, so a model zoo recipe
+and a task speak the same format.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import random
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from rlbench.config.core import ConfigError
+
+
+class Generator(Protocol):
+    def __call__(self, family: str, rng: random.Random, params: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def _builtin() -> dict[str, str]:
+    return {"arith": "rlbench.data.generators.arith:generate"}
+
+
+def resolve_generator(spec: str, task_folder: Path | None = None) -> Generator:
+    """A builtin name, `package.module:function`, or `file.py:function` in the task folder."""
+    target = _builtin().get(spec, spec)
+    if ":" not in target:
+        raise ConfigError(
+            f"key 'data.generator': value '{spec}' is not allowed; allowed: "
+            f"{', '.join(_builtin())}, module:function or file.py:function"
+        )
+    mod_name, fn_name = target.rsplit(":", 1)
+    if mod_name.endswith(".py"):
+        if task_folder is None:
+            raise ConfigError(f"generator '{spec}' names a file but no task folder is known")
+        path = (task_folder / mod_name).resolve()
+        if not path.is_file():
+            raise ConfigError(f"key 'data.generator': file not found: {path}")
+        module_spec = importlib.util.spec_from_file_location(f"rlbench_task_gen_{path.stem}", path)
+        assert module_spec and module_spec.loader
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(mod_name)
+        except ImportError as exc:
+            raise ConfigError(f"key 'data.generator': cannot import '{mod_name}': {exc}") from exc
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        raise ConfigError(f"key 'data.generator': '{fn_name}' is not a function of {mod_name}")
+    return fn

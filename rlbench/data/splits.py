@@ -1,0 +1,163 @@
+"""Build, fingerprint, store and load a task's four splits.
+
+Train and dev go under the public root, test and heldout under the hidden root: the two never
+share a folder, so assembling an agent's workspace from the public root cannot leak a hidden split.
+Splits are disjoint at the prompt level, deterministic per seed, and fingerprinted; a stored split
+whose content no longer matches its fingerprint is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlbench.config.core import ConfigError, to_dict
+from rlbench.data.generators import resolve_generator
+from rlbench.io import atomic_write_json, read_json
+from rlbench.paths import hidden_root, public_root
+from rlbench.tasks.spec import HIDDEN_SPLITS, SPLITS, DataSource, TaskConfig
+
+# hidden splits are drawn first, so that changing the train size never changes test or heldout
+_DRAW_ORDER = ("test", "heldout", "dev", "train")
+_FAMILY = {"train": "main", "dev": "main", "test": "main", "heldout": "heldout"}
+
+
+def fingerprint(items: list[dict[str, Any]]) -> str:
+    h = hashlib.sha256()
+    for item in items:
+        h.update(json.dumps({"prompt": item["prompt"], "answer": item["answer"]}, sort_keys=True).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def data_key(task: TaskConfig) -> str:
+    blob = json.dumps({"version": task.version, "data": to_dict(task.data)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass
+class TaskData:
+    """The four splits of one task as lists of dicts, with their fingerprints."""
+
+    splits: dict[str, list[dict[str, Any]]]
+    fingerprints: dict[str, str]
+    key: str
+
+    def prompts(self, split: str) -> list[str]:
+        return [item["prompt"] for item in self.splits[split]]
+
+
+def generate_splits(task: TaskConfig, task_folder: Path | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Draw all four splits from the task's generator, rejecting any prompt already drawn."""
+    gen = resolve_generator(task.data.generator, task_folder)
+    sizes = task.data.sizes
+    seen: set[str] = set()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for split in _DRAW_ORDER:
+        want = getattr(sizes, split)
+        rng = random.Random(f"{task.data.seed}:{split}")
+        items: list[dict[str, Any]] = []
+        attempts = 0
+        while len(items) < want:
+            attempts += 1
+            if attempts > 100 * want + 1000:
+                raise ConfigError(
+                    f"key 'data.sizes.{split}': value '{want}' is not reachable: the generator gave "
+                    f"only {len(items)} distinct new prompts in {attempts} draws; lower the size"
+                )
+            item = dict(gen(_FAMILY[split], rng, dict(task.data.params)))
+            if item["prompt"] in seen:
+                continue
+            seen.add(item["prompt"])
+            item["answer"] = str(item["answer"])
+            item["id"] = f"{split}-{len(items):05d}"
+            items.append(item)
+        out[split] = items
+    return {s: out[s] for s in SPLITS}
+
+
+def load_hf_splits(task: TaskConfig) -> dict[str, list[dict[str, Any]]]:
+    """Read the four splits from a HF `datasets` source (a hub id or a local builder/folder)."""
+    import datasets
+
+    spec = task.data.hf
+    assert spec is not None
+    out: dict[str, list[dict[str, Any]]] = {}
+    for split in SPLITS:
+        hf_split = spec.splits.get(split, split)
+        kwargs: dict[str, Any] = {}
+        if spec.data_files:
+            kwargs["data_files"] = dict(spec.data_files)
+        try:
+            ds = datasets.load_dataset(spec.path, spec.name, split=hf_split, **kwargs)
+        except Exception as exc:
+            raise ConfigError(f"key 'data.hf': cannot load split '{hf_split}' of '{spec.path}': {exc}") from exc
+        for col in (spec.prompt_field, spec.answer_field):
+            if col not in ds.column_names:
+                raise ConfigError(f"key 'data.hf': split '{hf_split}' has no column '{col}'; it has {ds.column_names}")
+        out[split] = [
+            {"prompt": str(r[spec.prompt_field]), "answer": str(r[spec.answer_field]), "id": f"{split}-{i:05d}"}
+            for i, r in enumerate(ds)
+        ]
+    check_disjoint(out)
+    return out
+
+
+def check_disjoint(splits: dict[str, list[dict[str, Any]]]) -> None:
+    owner: dict[str, str] = {}
+    for split, items in splits.items():
+        for item in items:
+            prev = owner.setdefault(item["prompt"], split)
+            if prev != split:
+                raise ConfigError(f"splits '{prev}' and '{split}' share the prompt {item['prompt']!r}")
+
+
+def _split_dir(task: TaskConfig, key: str, split: str) -> Path:
+    root = hidden_root() if split in HIDDEN_SPLITS else public_root()
+    return root / "data" / task.name / f"{task.version}-{key}" / split
+
+
+def prepare_data(task: TaskConfig, task_folder: Path | None = None) -> TaskData:
+    """Build (or load the stored) splits of `task`, checking each against its fingerprint."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    key = data_key(task)
+    dirs = {s: _split_dir(task, key, s) for s in SPLITS}
+    if all((d / "rlbench_split.json").is_file() for d in dirs.values()):
+        splits, prints = {}, {}
+        for split, d in dirs.items():
+            meta = read_json(d / "rlbench_split.json")
+            items = [dict(r) for r in datasets.load_from_disk(str(d))]
+            got = fingerprint(items)
+            if got != meta["fingerprint"]:
+                raise ConfigError(f"stored split {d} does not match its fingerprint; delete it to rebuild")
+            splits[split], prints[split] = items, got
+        return TaskData(splits=splits, fingerprints=prints, key=key)
+
+    if task.data.source == DataSource.hf:
+        splits = load_hf_splits(task)
+    else:
+        splits = generate_splits(task, task_folder)
+    prints = {s: fingerprint(items) for s, items in splits.items()}
+    for split, d in dirs.items():
+        tmp = d.with_name(d.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        datasets.Dataset.from_list(splits[split]).save_to_disk(str(tmp))
+        atomic_write_json(tmp / "rlbench_split.json", {
+            "task": task.name, "version": task.version, "split": split,
+            "n": len(splits[split]), "fingerprint": prints[split],
+        })
+        shutil.rmtree(d, ignore_errors=True)
+        tmp.rename(d)
+    return TaskData(splits=splits, fingerprints=prints, key=key)
+
+
+def split_path(task: TaskConfig, split: str) -> Path:
+    """Where a split of `task` is stored (for workspace assembly and for leak tests)."""
+    return _split_dir(task, data_key(task), split)

@@ -1,0 +1,1 @@
+"""Generation and training engines."""

@@ -1,0 +1,1 @@
+"""The harness's own evaluation: fixed, seeded protocols on hidden splits."""

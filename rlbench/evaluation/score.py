@@ -1,0 +1,73 @@
+"""Score a model on task splits with the task's evaluation protocol."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from rlbench.engines.hf_generate import generate
+from rlbench.evaluation.stats import mean_ci, wilson_ci
+from rlbench.progress import track
+from rlbench.rewards import get_reward
+from rlbench.tasks.spec import EvalProtocol, TaskConfig
+
+
+@dataclass
+class SplitScore:
+    split: str
+    n: int
+    samples_per_prompt: int
+    pass_at_1: float
+    ci_low: float
+    ci_high: float
+    greedy: float | None = None
+    greedy_ci_low: float | None = None
+    greedy_ci_high: float | None = None
+    ci_ok: bool = True  # the interval is within the protocol's max half-width
+    per_item: list[float] = field(default_factory=list)  # per-prompt pass@1, for paired tests
+
+    @property
+    def halfwidth(self) -> float:
+        return (self.ci_high - self.ci_low) / 2
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("per_item")
+        d["halfwidth"] = round(self.halfwidth, 4)
+        return d
+
+
+def score_split(
+    model: Any,
+    tokenizer: Any,
+    items: Sequence[dict[str, Any]],
+    split: str,
+    task: TaskConfig,
+    protocol: EvalProtocol | None = None,
+) -> SplitScore:
+    """pass@1 = mean over prompts of (correct samples / k) at the protocol's temperature, and
+    greedy accuracy as a second figure; both with 95% intervals over prompts."""
+    proto = protocol or task.eval
+    reward = get_reward(task.reward.name)
+    params = dict(task.reward.params)
+    prompts = [it["prompt"] for it in items]
+    batch = max(1, proto.batch_size // proto.samples_per_prompt)
+    n_batches = -(-len(prompts) // batch)
+    with track(f"eval {split} sampled", n_batches) as bar:
+        sampled = generate(model, tokenizer, prompts, n=proto.samples_per_prompt,
+                           temperature=proto.temperature, top_p=proto.top_p,
+                           max_new_tokens=proto.max_new_tokens, seed=proto.seed,
+                           batch_size=batch, on_batch=lambda _n: bar.advance())
+    per_item = [
+        sum(reward(c.text, it["answer"], **params) for c in comps) / len(comps)
+        for comps, it in zip(sampled, items)
+    ]
+    mean, lo, hi = mean_ci(per_item)
+    score = SplitScore(split, len(items), proto.samples_per_prompt, mean, lo, hi, per_item=per_item)
+    if proto.greedy:
+        greedy = generate(model, tokenizer, prompts, greedy=True, max_new_tokens=proto.max_new_tokens,
+                          batch_size=proto.batch_size)
+        hits = sum(reward(c[0].text, it["answer"], **params) for c, it in zip(greedy, items))
+        score.greedy, score.greedy_ci_low, score.greedy_ci_high = wilson_ci(hits, len(items))
+    score.ci_ok = score.halfwidth <= proto.max_ci_halfwidth + 1e-12
+    return score

@@ -1,0 +1,1 @@
+"""The base-model zoo: recipes, tokenizer, deterministic pretraining, loading by name or path."""

@@ -1,0 +1,125 @@
+"""Deterministic, seeded pretraining of a zoo model on its domain corpus.
+
+The skill of a tiny model appears sharply (measured: 5% to 97% greedy accuracy between 1500 and
+6000 steps on 2-digit addition), so a fixed step count lands a base model at a skill level that
+shifts with seeds and machines. A recipe may instead stop at the first evaluation whose greedy
+accuracy on a calibration set (drawn from the corpus generator, never from a task split) reaches
+`target_accuracy`: the base then has partial skill, which is what RL needs to have room.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from rlbench.data.generators import resolve_generator
+from rlbench.engines.hf_generate import generate
+from rlbench.models.recipe import ModelRecipe
+from rlbench.progress import track
+from rlbench.rewards import exact_int
+
+
+@dataclass
+class PretrainLog:
+    steps: int = 0
+    seconds: float = 0.0
+    stopped_by: str = "max_steps"
+    curve: list[dict[str, Any]] = field(default_factory=list)
+
+
+def make_model(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> LlamaForCausalLM:
+    a = recipe.arch
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=a.hidden_size,
+        intermediate_size=a.intermediate_size,
+        num_hidden_layers=a.num_layers,
+        num_attention_heads=a.num_heads,
+        num_key_value_heads=a.num_heads,
+        head_dim=a.hidden_size // a.num_heads,
+        max_position_embeddings=a.max_position_embeddings,
+        tie_word_embeddings=a.tie_word_embeddings,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(recipe.pretrain.seed)
+    return LlamaForCausalLM(config)
+
+
+class _Corpus:
+    """An endless, seeded stream of (prompt + answer) texts mixed over generator families."""
+
+    def __init__(self, recipe: ModelRecipe):
+        self.gen = resolve_generator(recipe.corpus.generator)
+        self.params = dict(recipe.corpus.params)
+        self.families = list(recipe.corpus.mix.keys())
+        self.weights = [float(recipe.corpus.mix[f]) for f in self.families]
+        self.rng = random.Random(f"corpus:{recipe.corpus.seed}")
+
+    def item(self, family: str | None = None) -> dict[str, Any]:
+        fam = family or self.rng.choices(self.families, weights=self.weights)[0]
+        return self.gen(fam, self.rng, self.params)
+
+
+def _batch(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> dict[str, torch.Tensor]:
+    ids = [tokenizer(t)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+    width = max(len(x) for x in ids)
+    input_ids = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, x in enumerate(ids):
+        input_ids[i, : len(x)] = torch.tensor(x)
+        mask[i, : len(x)] = 1
+    labels = input_ids.masked_fill(mask == 0, -100)
+    return {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
+
+
+def calibration_accuracy(model, tokenizer, items: list[dict[str, Any]], max_new_tokens: int = 8) -> float:
+    outs = generate(model, tokenizer, [it["prompt"] for it in items], greedy=True,
+                    max_new_tokens=max_new_tokens, batch_size=256)
+    return sum(exact_int(o[0].text, it["answer"]) for o, it in zip(outs, items)) / max(len(items), 1)
+
+
+def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> tuple[LlamaForCausalLM, PretrainLog]:
+    cfg = recipe.pretrain
+    torch.set_num_threads(cfg.num_threads)
+    model = make_model(recipe, tokenizer)
+    corpus = _Corpus(recipe)
+    calib_rng = random.Random(f"calib:{recipe.corpus.seed}")
+    calib = [corpus.gen("main", calib_rng, corpus.params) for _ in range(cfg.calib_size)]
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(cfg.warmup_steps, 1)))
+    log = PretrainLog()
+    start = time.monotonic()
+    loss_ema = math.nan
+    with track(f"pretrain {recipe.name}", cfg.max_steps) as bar:
+        for step in range(1, cfg.max_steps + 1):
+            model.train()
+            texts = [(it := corpus.item())["prompt"] + it["answer"] for _ in range(cfg.batch_size)]
+            loss = model(**_batch(tokenizer, texts)).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            loss_ema = loss.item() if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * loss.item()
+            bar.advance()
+            if step % cfg.eval_every == 0 or step == cfg.max_steps:
+                acc = calibration_accuracy(model, tokenizer, calib)
+                log.curve.append({"step": step, "loss": round(loss_ema, 4), "calib_greedy_acc": acc,
+                                  "seconds": round(time.monotonic() - start, 1)})
+                bar.update(loss=f"{loss_ema:.3f}", acc=f"{acc:.3f}")
+                if cfg.target_accuracy is not None and step >= cfg.min_steps and acc >= cfg.target_accuracy:
+                    log.stopped_by = "target_accuracy"
+                    log.steps = step
+                    break
+            log.steps = step
+    log.seconds = round(time.monotonic() - start, 1)
+    model.eval()
+    return model, log

@@ -1,0 +1,24 @@
+"""Verifiable rewards: `fn(completion, answer, **params) -> float`, looked up by name."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rlbench.config.core import ConfigError
+from rlbench.rewards.exact import exact_int
+
+RewardFn = Callable[..., float]
+
+_REWARDS: dict[str, RewardFn] = {"exact_int": exact_int}
+
+
+def get_reward(name: str) -> RewardFn:
+    try:
+        return _REWARDS[name]
+    except KeyError:
+        raise ConfigError(
+            f"key 'reward.name': value '{name}' is not allowed; allowed: {', '.join(sorted(_REWARDS))}"
+        ) from None
+
+
+__all__ = ["RewardFn", "get_reward", "exact_int"]

@@ -1,0 +1,36 @@
+"""Exact integer answers, parsed forgivingly from what a model actually writes."""
+
+from __future__ import annotations
+
+import re
+
+_MARKER = re.compile(r"(?:####|answer\s*(?:is)?\s*[:=]?)", re.IGNORECASE)
+
+
+def parse_int_answer(completion: str) -> int | None:
+    """The model's final answer: the first integer after an answer marker, else the first integer.
+
+    Leading whitespace, trailing text (a model that keeps generating after its answer), thousands
+    separators (`1,234`) and a trailing period are tolerated; an empty or number-free completion
+    has no answer.
+    """
+    text = completion.strip()
+    marker = None
+    for marker in _MARKER.finditer(text):
+        pass
+    if marker is not None:
+        text = text[marker.end():]
+    match = re.search(r"[-+]?\d{1,3}(?:,\d{3})+(?!\d)|[-+]?\d+", text)
+    if match is None:
+        return None
+    return int(match.group(0).replace(",", ""))
+
+
+def exact_int(completion: str, answer: str) -> float:
+    """1.0 when the parsed final answer equals the integer `answer`, else 0.0."""
+    got = parse_int_answer(completion)
+    try:
+        want = int(str(answer).strip())
+    except ValueError:
+        return 0.0
+    return 1.0 if got is not None and got == want else 0.0

@@ -1,0 +1,172 @@
+"""The schema of `tasks/<name>/task.yaml`.
+
+A task is data plus a verifier plus a fixed evaluation protocol plus a budget. Everything that can
+change a score is a field here, so that a score can be reproduced from the file alone.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+from rlbench.config.core import check
+
+SPLITS = ("train", "dev", "test", "heldout")
+VISIBLE_SPLITS = ("train", "dev")
+HIDDEN_SPLITS = ("test", "heldout")
+
+
+class Category(str, enum.Enum):
+    reasoning = "reasoning"
+    alignment = "alignment"
+    specialization = "specialization"
+
+
+class Difficulty(str, enum.Enum):
+    easy = "easy"
+    medium = "medium"
+    hard = "hard"
+    expert = "expert"
+
+
+class WorkKind(str, enum.Enum):
+    design = "design"
+    implement = "implement"
+    debug = "debug"
+    optimize = "optimize"
+    evaluate = "evaluate"
+
+
+class Device(str, enum.Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+    auto = "auto"
+
+
+class Metric(str, enum.Enum):
+    pass_at_1 = "pass_at_1"
+
+
+class DataSource(str, enum.Enum):
+    generator = "generator"
+    hf = "hf"
+
+
+@dataclass
+class SplitSizes:
+    train: int = 5000
+    dev: int = 500
+    test: int = 1200
+    heldout: int = 1200
+
+    def validate(self) -> None:
+        for name in ("train", "dev", "test", "heldout"):
+            value = getattr(self, name)
+            check(value > 0, f"data.sizes.{name}", value, "a positive integer")
+
+
+@dataclass
+class HFDataConfig:
+    """A HF `datasets` source: `load_dataset(path, name, data_files=..., split=...)` per split."""
+
+    path: str = MISSING
+    name: Optional[str] = None
+    data_files: dict[str, str] = field(default_factory=dict)
+    splits: dict[str, str] = field(default_factory=dict)
+    prompt_field: str = "prompt"
+    answer_field: str = "answer"
+
+
+@dataclass
+class DataConfig:
+    source: DataSource = DataSource.generator
+    # builtin generator name (e.g. `arith`), `package.module:function`, or `file.py:function`
+    # relative to the task folder
+    generator: str = ""
+    seed: int = 0
+    sizes: SplitSizes = field(default_factory=SplitSizes)
+    params: dict[str, Any] = field(default_factory=dict)
+    hf: Optional[HFDataConfig] = None
+
+    def validate(self) -> None:
+        if self.source == DataSource.generator:
+            check(bool(self.generator), "data.generator", self.generator,
+                  "a generator name, module:function or file.py:function")
+        else:
+            check(self.hf is not None, "data.hf", None, "a HF datasets spec when data.source=hf")
+
+
+@dataclass
+class RewardConfig:
+    name: str = "exact_int"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvalProtocol:
+    """How the harness scores a model. Part of the cache key of every score."""
+
+    samples_per_prompt: int = 4
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 8
+    seed: int = 1234
+    greedy: bool = True
+    batch_size: int = 256  # fixed: sampling RNG streams follow the batch layout
+    max_ci_halfwidth: float = 0.03
+
+    def validate(self) -> None:
+        check(self.samples_per_prompt >= 1, "eval.samples_per_prompt", self.samples_per_prompt, ">= 1")
+        check(self.temperature > 0, "eval.temperature", self.temperature, "> 0 (greedy is eval.greedy)")
+        check(0 < self.top_p <= 1, "eval.top_p", self.top_p, "in (0, 1]")
+        check(self.max_new_tokens >= 1, "eval.max_new_tokens", self.max_new_tokens, ">= 1")
+        check(self.batch_size >= 1, "eval.batch_size", self.batch_size, ">= 1")
+        check(0 < self.max_ci_halfwidth < 1, "eval.max_ci_halfwidth", self.max_ci_halfwidth, "in (0, 1)")
+
+
+@dataclass
+class BudgetConfig:
+    wall_seconds: int = 1800
+    max_submissions: int = 5
+    device: Device = Device.cpu
+    cpus: int = 2
+    memory_gb: int = 8
+
+    def validate(self) -> None:
+        check(self.wall_seconds > 0, "budget.wall_seconds", self.wall_seconds, "> 0")
+        check(self.max_submissions >= 1, "budget.max_submissions", self.max_submissions, ">= 1")
+        check(self.cpus >= 1, "budget.cpus", self.cpus, ">= 1")
+        check(self.memory_gb >= 1, "budget.memory_gb", self.memory_gb, ">= 1")
+
+
+@dataclass
+class ModelsConfig:
+    base: str = MISSING  # a zoo recipe name, a local folder or a HF hub id
+    scale: Optional[str] = None  # the second size of the same family, for scalability checks
+
+
+@dataclass
+class SuccessConfig:
+    """A run succeeds when the test gain over the base model reaches this (absolute, in points/100)."""
+
+    min_abs_gain: float = 0.05
+
+
+@dataclass
+class TaskConfig:
+    name: str = MISSING
+    version: str = MISSING
+    category: Category = MISSING
+    difficulty: Difficulty = MISSING
+    kind: WorkKind = MISSING
+    summary: str = ""
+    model: ModelsConfig = field(default_factory=ModelsConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    metric: Metric = Metric.pass_at_1
+    eval: EvalProtocol = field(default_factory=EvalProtocol)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    success: SuccessConfig = field(default_factory=SuccessConfig)

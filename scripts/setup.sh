@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Create the virtual environment: torch first and pinned (TORCH_SPEC), DeepSpeed with its CPU ops
+# prebuilt (so no test or run pays a 25-80 s JIT compile), then the package with its dev extra.
+set -euo pipefail
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+DS_SPEC=${DS_SPEC:-deepspeed==0.19.8}
+DS_PREBUILD=${DS_PREBUILD:-1}
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  step "creating $VENV with $($PYTHON --version)"
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip)
+"${PIP[@]}" install -q --upgrade pip setuptools wheel
+
+step "installing $TORCH_SPEC (first, so nothing later replaces it)"
+"${PIP[@]}" install -q "$TORCH_SPEC"
+TORCH_VERSION=$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')
+echo "torch $TORCH_VERSION"
+
+if [ "$DS_PREBUILD" = "1" ] && ! "$VENV/bin/python" - <<'PY' 2>/dev/null
+import sys
+from deepspeed.git_version_info import installed_ops
+sys.exit(0 if installed_ops.get("cpu_adam") and installed_ops.get("deepspeed_shm_comm") else 1)
+PY
+then
+  step "installing $DS_SPEC with CPU Adam and shared-memory comm ops prebuilt (a few minutes)"
+  DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 "${PIP[@]}" install -q --no-build-isolation "$DS_SPEC"
+fi
+
+step "installing rlbench and its dev extra"
+"${PIP[@]}" install -q -e '.[dev]'
+
+AFTER=$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')
+if [ "$AFTER" != "$TORCH_VERSION" ]; then
+  echo "error: installing rlbench replaced torch $TORCH_VERSION with $AFTER; check the pins" >&2
+  exit 1
+fi
+step "ready: $VENV (torch $AFTER)"

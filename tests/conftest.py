@@ -1,0 +1,66 @@
+"""Every test runs against its own RLBENCH_HOME and a tasks folder holding a tiny test task, so
+tests neither read nor pollute a user's cache and never depend on a warm one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+TINY_TASK = "arith-tiny"
+
+
+def write_tiny_task(tasks_root: Path, name: str = TINY_TASK, **changes) -> Path:
+    """A copy of arith-grpo on the tiny zoo model with small splits: seconds, not minutes."""
+    spec = yaml.safe_load((REPO / "tasks" / "arith-grpo" / "task.yaml").read_text())
+    spec["name"] = name
+    spec["model"] = {"base": "arith-tiny", "scale": None}
+    spec["data"]["sizes"] = {"train": 200, "dev": 50, "test": 120, "heldout": 80}
+    spec["eval"]["max_ci_halfwidth"] = 0.5
+    for key, value in changes.items():
+        spec[key] = value
+    folder = tasks_root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    (folder / "description.md").write_text(f"# {name}\nA tiny task for tests.\n")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def session_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("rlbench_home")
+
+
+@pytest.fixture(scope="session")
+def session_tasks(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tasks")
+    shutil.copytree(REPO / "tasks" / "arith-grpo", root / "arith-grpo")
+    write_tiny_task(root)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch, session_home, session_tasks):
+    monkeypatch.setenv("RLBENCH_HOME", str(session_home))
+    monkeypatch.setenv("RLBENCH_TASKS", str(session_tasks))
+    monkeypatch.delenv("RLBENCH_HIDDEN_HOME", raising=False)
+    monkeypatch.setenv("RLBENCH_QUIET", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    yield
+
+
+@pytest.fixture
+def fresh_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("RLBENCH_HOME", str(home))
+    return home
+
+
+def rlbench_cmd() -> list[str]:
+    exe = Path(os.sys.executable).parent / "rlbench"
+    return [str(exe)]
