@@ -30,8 +30,9 @@ def models_root() -> Path:
     return public_root() / "models"
 
 
-def baselines_root() -> Path:
-    return hidden_root() / "baselines"
+def scores_root() -> Path:
+    """Cached harness scores (baselines and checkpoints), keyed by weights x task x protocol."""
+    return hidden_root() / "scores"
 
 
 def repo_root() -> Path:

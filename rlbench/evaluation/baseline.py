@@ -17,10 +17,10 @@ from rlbench.data.splits import prepare_data
 from rlbench.evaluation.score import score_split
 from rlbench.io import atomic_write_json, read_json
 from rlbench.models.zoo import load_model, weights_hash
-from rlbench.paths import baselines_root
+from rlbench.paths import scores_root
 from rlbench.progress import info
 from rlbench.tasks.registry import task_dir
-from rlbench.tasks.spec import TaskConfig
+from rlbench.tasks.spec import HIDDEN_SPLITS, TaskConfig
 
 BASELINE_SPLITS = ("dev", "test", "heldout")
 
@@ -52,7 +52,7 @@ def evaluate_model(
     model, tokenizer, resolved = load_model(model_ref, device=device)
     weights = weights_hash(Path(resolved.location)) if resolved.kind != "hub" else resolved.location
     key = eval_key(weights, task, data.fingerprints, splits)
-    cache = baselines_root() / task.name / f"{key}.json"
+    cache = scores_root() / task.name / f"{key}.json"
     if use_cache and cache.is_file():
         result = read_json(cache)
         result["cached"] = True
@@ -64,7 +64,7 @@ def evaluate_model(
     for split in splits:
         s = score_split(model, tokenizer, data.splits[split], split, task)
         scores[split] = {**s.summary(), "per_item": [round(v, 4) for v in s.per_item]}
-        if not s.ci_ok:
+        if not s.ci_ok and split in HIDDEN_SPLITS:  # dev is feedback, sized for speed
             info(f"[yellow]warning[/]: {split} 95% interval ±{s.halfwidth:.3f} is wider than "
                  f"eval.max_ci_halfwidth={task.eval.max_ci_halfwidth}; raise data.sizes.{split} "
                  "or eval.samples_per_prompt")

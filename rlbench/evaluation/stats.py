@@ -8,9 +8,10 @@ from typing import Sequence
 Z95 = 1.959963984540054
 
 
-def mean_ci(values: Sequence[float], z: float = Z95) -> tuple[float, float, float]:
+def mean_ci(values: Sequence[float], z: float = Z95, clamp: bool = True) -> tuple[float, float, float]:
     """Mean of per-prompt scores and a normal 95% interval over prompts (prompts are the unit
-    that is sampled; completions of one prompt are not independent draws)."""
+    that is sampled; completions of one prompt are not independent draws). `clamp` keeps the
+    interval inside [0, 1]; paired differences, which live in [-1, 1], pass clamp=False."""
     n = len(values)
     if n == 0:
         return 0.0, 0.0, 0.0
@@ -19,6 +20,8 @@ def mean_ci(values: Sequence[float], z: float = Z95) -> tuple[float, float, floa
         return mean, mean, mean
     var = sum((v - mean) ** 2 for v in values) / (n - 1)
     half = z * math.sqrt(var / n)
+    if not clamp:
+        return mean, mean - half, mean + half
     return mean, max(0.0, mean - half), min(1.0, mean + half)
 
 

@@ -12,7 +12,7 @@ from omegaconf import MISSING
 from rlbench.config.core import check, to_dict
 
 # Bump when the build code changes what a recipe produces: old caches are then rebuilt.
-BUILD_CODE_VERSION = 1
+BUILD_CODE_VERSION = 3
 
 
 @dataclass

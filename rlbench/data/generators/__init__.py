@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import random
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from rlbench.config.core import ConfigError
 
