@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -20,6 +19,8 @@ tasks_app = typer.Typer(no_args_is_help=True, help="List, show and check tasks."
 models_app = typer.Typer(no_args_is_help=True, help="The base-model zoo.")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(models_app, name="models")
+pipeline_app = typer.Typer(no_args_is_help=True, help="Reference RL pipelines (grpo, ppo, dpo, sft).")
+app.add_typer(pipeline_app, name="pipeline")
 
 out = Console()
 if not out.is_terminal:  # logs and pipes: do not wrap tables at 80 columns
@@ -156,6 +157,88 @@ def baseline_cmd(
         atomic_write_json(output, {k: v for k, v in result.items() if k != "path"})
         out.print(f"written: {output}", highlight=False)
     out.print(f"{'cached' if result['cached'] else 'stored'}: {result['path']}", highlight=False)
+
+
+def _gain_table(result: dict) -> Table:
+    table = Table(title=f"{result['task']}: {result['checkpoint']} against {result['base_model']} (harness evaluation)")
+    for col in ("split", "base pass@1 %", "pass@1 %", "abs. gain", "95% CI of gain", "rel. gain %",
+                "base greedy %", "greedy %"):
+        table.add_column(col, justify="left" if col == "split" else "right")
+    for split, g in result["splits"].items():
+        rel = "-" if g["rel_gain_pct"] is None else f"{g['rel_gain_pct']:+.0f}"
+        table.add_row(split, _pct(g["base"]), _pct(g["score"]), f"{100 * g['abs_gain']:+.1f}",
+                      f"[{100 * g['gain_ci_low']:+.1f}, {100 * g['gain_ci_high']:+.1f}]", rel,
+                      _pct(g["base_greedy"]), _pct(g["greedy"]))
+    return table
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    checkpoint: str = typer.Argument(..., help="a checkpoint folder (or any model reference)"),
+    task_name: str = typer.Argument(..., metavar="TASK"),
+    overrides: Optional[List[str]] = OverridesArg,
+    device: str = typer.Option("cpu", help="cpu or cuda"),
+    output: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON here."),
+    quiet: bool = QuietOpt,
+) -> None:
+    """Score a checkpoint on the task's dev, test and heldout splits against the base model."""
+    from rlbench.evaluation.gain import score_against_base
+    from rlbench.io import atomic_write_json
+    from rlbench.tasks.registry import load_task
+
+    set_quiet(quiet)
+    try:
+        task = load_task(task_name, overrides or [])
+        result = score_against_base(checkpoint, task, device=device)
+    except ConfigError as exc:
+        _fail(exc)
+    out.print(_gain_table(result))
+    if output is not None:
+        atomic_write_json(output, result)
+        out.print(f"written: {output}", highlight=False)
+
+
+@pipeline_app.command("list")
+def pipeline_list() -> None:
+    """The reference pipelines and their config fields."""
+    import dataclasses
+
+    from reference_pipelines.registry import config_class, pipeline_names
+
+    for name in pipeline_names():
+        cls = config_class(name)
+        fields = ", ".join(f"{f.name}={getattr(cls(), f.name)!r}" for f in dataclasses.fields(cls))
+        out.print(f"[bold]{name}[/]: {fields}", highlight=False)
+
+
+@pipeline_app.command("run")
+def pipeline_run(
+    name: str = typer.Argument(..., help="grpo, ppo, dpo or sft"),
+    overrides: Optional[List[str]] = OverridesArg,
+    evaluate: bool = typer.Option(False, "--evaluate", help="Score the final checkpoint with the harness afterwards."),
+    config: Optional[Path] = typer.Option(None, "--config", help="A YAML of settings (placement, resources, ...)."),
+    quiet: bool = QuietOpt,
+) -> None:
+    """Run a reference pipeline on a task: `rlbench pipeline run grpo task=arith-grpo steps=500`."""
+    from reference_pipelines.registry import load_pipeline_config, run_pipeline
+
+    set_quiet(quiet)
+    try:
+        cfg = load_pipeline_config(name, overrides or [], str(config) if config else None)
+        summary = run_pipeline(name, cfg)
+    except ConfigError as exc:
+        _fail(exc)
+    out.print(f"{name} on {cfg.task}: {summary['steps']} steps in {summary['seconds']} s; "
+              f"steps log {Path(summary['checkpoint']).parent / 'steps.jsonl'}", highlight=False)
+    out.print(f"checkpoint: {summary['checkpoint']}", highlight=False)
+    if evaluate:
+        from rlbench.evaluation.gain import score_against_base
+        from rlbench.io import atomic_write_json
+        from rlbench.tasks.registry import load_task
+
+        result = score_against_base(summary["checkpoint"], load_task(cfg.task), device=cfg.device)
+        atomic_write_json(Path(summary["checkpoint"]).parent / "evaluation.json", result)
+        out.print(_gain_table(result))
 
 
 def main() -> None:

@@ -1,0 +1,243 @@
+"""What every reference pipeline shares: config, visible data, sequences, logging, weight sync.
+
+Pipelines see only the visible splits (train and dev): they are what an agent gets, and the
+harness alone scores on test and heldout.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from rlbench.config.core import check
+from rlbench.engines.hf_generate import Completion
+from rlbench.progress import info, track
+
+
+@dataclass
+class PipelineConfig:
+    """Fields common to every pipeline; each algorithm's config extends this one."""
+
+    task: str = "arith-grpo"
+    model: str = ""  # empty: the task's base model
+    out: str = ""  # empty: runs/pipelines/<algo>-<task>-s<seed>
+    seed: int = 0
+    steps: int = 400
+    batch_prompts: int = 16
+    lr: float = 3e-4
+    zero_stage: int = 0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 8
+    rollout_backend: str = "hf"
+    # colocated: rollout engine in the learner's process, weights copied in memory each step;
+    # actors: rollout engine as a Ray actor, weights through the object store each step
+    placement: str = "colocated"
+    num_threads: int = 2
+    rollout_cpus: float = 1.0  # Ray resources of the rollout actor (placement=actors)
+    rollout_gpus: float = 0.0
+    eval_every: int = 100
+    eval_prompts: int = 200
+    save_every: int = 0  # 0: only the final checkpoint
+    device: str = "cpu"
+
+    def validate(self) -> None:
+        check(self.steps >= 1, "steps", self.steps, ">= 1")
+        check(self.batch_prompts >= 1, "batch_prompts", self.batch_prompts, ">= 1")
+        check(self.lr > 0, "lr", self.lr, "> 0")
+        check(self.placement in ("colocated", "actors"), "placement", self.placement, "colocated, actors")
+        check(self.rollout_backend in ("hf", "vllm", "auto"), "rollout_backend", self.rollout_backend, "auto, hf, vllm")
+        check(self.temperature > 0, "temperature", self.temperature, "> 0")
+        check(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 (0: no dev evaluation)")
+
+
+@dataclass
+class VisibleData:
+    train: list[dict[str, Any]]
+    dev: list[dict[str, Any]]
+
+
+def visible_data(task: Any) -> VisibleData:
+    from rlbench.data.splits import prepare_data
+    from rlbench.tasks.registry import task_dir
+
+    data = prepare_data(task, task_dir(task.name))
+    return VisibleData(train=data.splits["train"], dev=data.splits["dev"])
+
+
+def prompt_batches(items: Sequence[dict[str, Any]], batch: int, seed: int) -> Iterator[list[dict[str, Any]]]:
+    """Endless shuffled epochs over the items, seeded."""
+    rng = random.Random(seed)
+    order = list(range(len(items)))
+    while True:
+        rng.shuffle(order)
+        for i in range(0, len(order) - batch + 1, batch):
+            yield [items[j] for j in order[i:i + batch]]
+
+
+@dataclass
+class SequenceBatch:
+    """Right-padded prompt+completion sequences; `mask[:, t]` marks completion token t+1, aligned
+    with token logprobs of shape [B, T-1]."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    mask: torch.Tensor
+
+    @property
+    def completion_lengths(self) -> torch.Tensor:
+        return self.mask.sum(-1)
+
+
+def build_sequences(tokenizer: Any, prompts: Sequence[str], completions: Sequence[Sequence[int]],
+                    max_new_tokens: int) -> SequenceBatch:
+    """A completion cut at max_new_tokens has no EOS; one that stopped gets its EOS back so the
+    policy is also trained on when to stop."""
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    rows, masks = [], []
+    for prompt, comp in zip(prompts, completions):
+        p_ids = tokenizer(prompt)["input_ids"]
+        c_ids = list(comp) + ([eos] if len(comp) < max_new_tokens else [])
+        rows.append(p_ids + c_ids)
+        masks.append([0] * (len(p_ids) - 1) + [1] * len(c_ids))
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width - 1), dtype=torch.float32)
+    for i, (r, m) in enumerate(zip(rows, masks)):
+        input_ids[i, : len(r)] = torch.tensor(r)
+        attn[i, : len(r)] = 1
+        mask[i, : len(m)] = torch.tensor(m, dtype=torch.float32)
+    return SequenceBatch(input_ids, attn, mask)
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    if dim is None:
+        return (x * mask).sum() / mask.sum().clamp(min=1)
+    return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1)
+
+
+class Rollout:
+    """The rollout engine in-process (colocated) or as a Ray actor; one call shape for both."""
+
+    def __init__(self, model: str, cfg: PipelineConfig):
+        from rlbench.engines.rollout import RolloutEngine
+
+        self.placement = cfg.placement
+        kwargs = dict(backend=cfg.rollout_backend, need_in_place_update=True, device=cfg.device)
+        if cfg.placement == "actors":
+            import ray
+
+            if not ray.is_initialized():  # joins RAY_ADDRESS when set, else an embedded local cluster
+                ray.init(include_dashboard=False, log_to_driver=False)
+            actor_cls = ray.remote(num_cpus=cfg.rollout_cpus, num_gpus=cfg.rollout_gpus)(RolloutEngine)
+            self.engine = actor_cls.remote(model, num_threads=max(1, int(cfg.rollout_cpus)), **kwargs)
+        else:
+            self.engine = RolloutEngine(model, **kwargs)
+
+    def _call(self, name: str, *args, **kwargs):
+        if self.placement == "actors":
+            import ray
+
+            return ray.get(getattr(self.engine, name).remote(*args, **kwargs))
+        return getattr(self.engine, name)(*args, **kwargs)
+
+    def generate(self, prompts: Sequence[str], **kwargs) -> list[list[Completion]]:
+        return self._call("generate", list(prompts), **kwargs)
+
+    def sync(self, weights: dict[str, torch.Tensor]) -> None:
+        if self.placement == "actors":
+            import ray
+
+            ray.get(self.engine.update_weights.remote(ray.put(weights)))
+        else:
+            self.engine.update_weights(weights)
+
+
+def dev_accuracy(rollout: Rollout, task: Any, dev: Sequence[dict[str, Any]], max_new_tokens: int) -> float:
+    """The pipeline's own greedy dev accuracy: a training signal, never a reported score."""
+    from rlbench.rewards import get_reward
+
+    reward = get_reward(task.reward.name)
+    outs = rollout.generate([d["prompt"] for d in dev], greedy=True, max_new_tokens=max_new_tokens)
+    return sum(reward(o[0].text, d["answer"], **task.reward.params) for o, d in zip(outs, dev)) / max(len(dev), 1)
+
+
+class StepLog:
+    """Per-step metrics to `steps.jsonl` (flushed each line, so a crash loses nothing logged)."""
+
+    def __init__(self, out: Path):
+        out.mkdir(parents=True, exist_ok=True)
+        self.path = out / "steps.jsonl"
+        self.fh = open(self.path, "a", encoding="utf-8")
+        self.started = time.monotonic()
+
+    def write(self, record: dict[str, Any]) -> None:
+        record = {"time": round(time.monotonic() - self.started, 3), **record}
+        self.fh.write(json.dumps(record) + "\n")
+        self.fh.flush()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def default_out(algo: str, cfg: PipelineConfig) -> Path:
+    return Path(cfg.out) if cfg.out else Path("runs") / "pipelines" / f"{algo}-{cfg.task}-s{cfg.seed}"
+
+
+@dataclass
+class RunContext:
+    """What every pipeline run starts from: the task, its visible data, the model, a learner."""
+
+    algo: str
+    cfg: PipelineConfig
+    task: Any
+    data: VisibleData
+    model_path: str
+    out: Path
+    learner: Any
+    started: float
+
+    def summary(self, history: Sequence[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        """Save the final checkpoint and `summary.json`; return the summary."""
+        from rlbench.io import atomic_write_json
+
+        ckpt = self.learner.save(self.out / "checkpoint")
+        summary = {"algorithm": self.algo, "task": self.cfg.task, "model": self.cfg.model or self.task.model.base,
+                   "seed": self.cfg.seed, "steps": self.cfg.steps, "seconds": round(time.monotonic() - self.started, 1),
+                   "checkpoint": str(ckpt),
+                   "dev_greedy": [(h["step"], h["dev_greedy"]) for h in history if "dev_greedy" in h], **extra}
+        if history and "reward_mean" in history[0]:
+            tail = history[-50:]
+            summary["first_reward"] = history[0]["reward_mean"]
+            summary["last_reward_mean_50"] = sum(h["reward_mean"] for h in tail) / len(tail)
+        atomic_write_json(self.out / "summary.json", summary)
+        info(f"checkpoint: {ckpt}")
+        return summary
+
+
+def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float | None = None) -> RunContext:
+    """Seed, threads, task, visible data, model path, output folder and a DeepSpeed learner."""
+    from rlbench.engines.learner import Learner, LearnerConfig
+    from rlbench.models.zoo import resolve_model
+    from rlbench.tasks.registry import load_task
+
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.num_threads)
+    task = load_task(cfg.task)
+    data = visible_data(task)
+    model_path = resolve_model(cfg.model or task.model.base).location
+    learner = Learner(model_path, LearnerConfig(zero_stage=cfg.zero_stage, lr=lr or cfg.lr,
+                                                reference_model=reference_model), device=cfg.device)
+    return RunContext(algo, cfg, task, data, model_path, default_out(algo, cfg), learner, time.monotonic())
+
+
+__all__ = ["PipelineConfig", "VisibleData", "visible_data", "prompt_batches", "SequenceBatch",
+           "build_sequences", "masked_mean", "Rollout", "dev_accuracy", "StepLog", "default_out",
+           "RunContext", "start_run", "track"]

@@ -1,0 +1,93 @@
+"""GRPO on a task's train split: sample a group per prompt, score with the task's reward, push up
+completions that beat their group, stay near the reference model."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rlbench.config.core import check
+from reference_pipelines.common import (PipelineConfig, Rollout, StepLog, build_sequences, dev_accuracy,
+                                        masked_mean, prompt_batches, start_run, track)
+from reference_pipelines.grpo.loss import group_advantages, grpo_loss
+
+
+@dataclass
+class GRPOConfig(PipelineConfig):
+    steps: int = 500
+    group_size: int = 8
+    lr: float = 3e-4
+    kl_coef: float = 0.01
+    clip_eps: float = 0.2
+    normalize_std: bool = True
+    updates_per_batch: int = 1  # >1: several clipped updates on one batch of rollouts
+
+    def validate(self) -> None:
+        super().validate()
+        check(self.group_size >= 2, "group_size", self.group_size, ">= 2 (advantages are relative to the group)")
+        check(self.clip_eps > 0, "clip_eps", self.clip_eps, "> 0")
+        check(self.kl_coef >= 0, "kl_coef", self.kl_coef, ">= 0")
+        check(self.updates_per_batch >= 1, "updates_per_batch", self.updates_per_batch, ">= 1")
+
+
+def run(cfg: GRPOConfig) -> dict[str, Any]:
+    from rlbench.rewards import get_reward
+
+    ctx = start_run("grpo", cfg, reference_model=cfg.kl_coef > 0)
+    task, data, model_path, out, learner = ctx.task, ctx.data, ctx.model_path, ctx.out, ctx.learner
+    rollout = Rollout(model_path, cfg)
+    reward_fn = get_reward(task.reward.name)
+    log = StepLog(out)
+    batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
+    dev = data.dev[: cfg.eval_prompts]
+    history: list[dict[str, Any]] = []
+    with track(f"grpo {cfg.task}", cfg.steps) as bar:
+        for step in range(1, cfg.steps + 1):
+            t0 = time.monotonic()
+            items = next(batches)
+            prompts = [it["prompt"] for it in items]
+            groups = rollout.generate(prompts, n=cfg.group_size, temperature=cfg.temperature, top_p=cfg.top_p,
+                                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed * 1_000_003 + step)
+            flat_prompts, flat_ids, rewards = [], [], []
+            for it, comps in zip(items, groups):
+                for c in comps:
+                    flat_prompts.append(it["prompt"])
+                    flat_ids.append(c.token_ids)
+                    rewards.append(reward_fn(c.text, it["answer"], **task.reward.params))
+            r = torch.tensor(rewards, dtype=torch.float32)
+            adv = group_advantages(r, cfg.group_size, cfg.normalize_std)
+            seq = build_sequences(learner.tokenizer, flat_prompts, flat_ids, cfg.max_new_tokens)
+            with torch.no_grad():
+                learner.engine.eval()
+                # one update per batch: the sampling policy is the current one, ratio = 1 exactly,
+                # so the old logprobs are the live ones detached (saves a forward pass)
+                old = learner.logprobs(seq.input_ids, seq.attention_mask) if cfg.updates_per_batch > 1 else None
+                ref = learner.logprobs(seq.input_ids, seq.attention_mask, reference=True) if cfg.kl_coef > 0 else None
+            for _ in range(cfg.updates_per_batch):
+                def loss_fn(lrn, seq=seq, old=old, ref=ref):
+                    logp = lrn.logprobs(seq.input_ids, seq.attention_mask)
+                    loss, stats = grpo_loss(logp, logp.detach() if old is None else old, ref, adv, seq.mask,
+                                            cfg.clip_eps, cfg.kl_coef)
+                    stats["entropy_proxy"] = float(-masked_mean(logp.detach(), seq.mask))
+                    return loss, stats
+                stats = learner.train_step(loss_fn)
+            rollout.sync(learner.export_weights())
+            dt = time.monotonic() - t0
+            tokens = int(seq.mask.sum())
+            rec = {"step": step, "reward_mean": float(r.mean()), "reward_std": float(r.std(unbiased=False)),
+                   "loss": stats["loss"], "kl": stats["kl"], "entropy": stats["entropy_proxy"],
+                   "clip_frac": stats["clip_frac"], "completion_len": float(seq.completion_lengths.mean()),
+                   "tokens_per_s": tokens / dt, "samples_per_s": len(rewards) / dt, "step_time": dt}
+            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                rec["dev_greedy"] = dev_accuracy(rollout, task, dev, cfg.max_new_tokens)
+            log.write(rec)
+            history.append(rec)
+            bar.advance()
+            bar.update(reward=f"{rec['reward_mean']:.2f}", **({"dev": f"{rec['dev_greedy']:.2f}"} if "dev_greedy" in rec else {}))
+            if cfg.save_every and step % cfg.save_every == 0:
+                learner.save(out / f"checkpoint-{step}")
+    log.close()
+    return ctx.summary(history)

@@ -1,0 +1,46 @@
+"""SFT warm-up on a task's (prompt, answer) pairs from the train split."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+
+from reference_pipelines.common import (PipelineConfig, Rollout, StepLog, build_sequences, dev_accuracy,
+                                        prompt_batches, start_run, track)
+from reference_pipelines.sft.loss import sft_loss
+
+
+@dataclass
+class SFTConfig(PipelineConfig):
+    steps: int = 300
+    batch_prompts: int = 32
+    lr: float = 1e-3
+
+
+def run(cfg: SFTConfig) -> dict[str, Any]:
+    ctx = start_run("sft", cfg, reference_model=False)
+    task, data, model_path, out, learner = ctx.task, ctx.data, ctx.model_path, ctx.out, ctx.learner
+    rollout = Rollout(model_path, cfg) if cfg.eval_every else None
+    log = StepLog(out)
+    batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
+    history = []
+    with track(f"sft {cfg.task}", cfg.steps) as bar:
+        for step in range(1, cfg.steps + 1):
+            t0 = time.monotonic()
+            items = next(batches)
+            answers = [learner.tokenizer(it["answer"], add_special_tokens=False)["input_ids"] for it in items]
+            seq = build_sequences(learner.tokenizer, [it["prompt"] for it in items], answers,
+                                  max_new_tokens=max(len(a) for a in answers) + 1)
+            stats = learner.train_step(lambda lrn: (sft_loss(lrn.logprobs(seq.input_ids, seq.attention_mask), seq.mask), {}))
+            dt = time.monotonic() - t0
+            rec = {"step": step, "loss": stats["loss"], "samples_per_s": len(items) / dt, "step_time": dt}
+            if rollout is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
+                rollout.sync(learner.export_weights())
+                rec["dev_greedy"] = dev_accuracy(rollout, task, data.dev[: cfg.eval_prompts], cfg.max_new_tokens)
+            log.write(rec)
+            history.append(rec)
+            bar.advance()
+    log.close()
+    return ctx.summary(history)

