@@ -15,11 +15,9 @@ def parse_int_answer(completion: str) -> int | None:
     has no answer.
     """
     text = completion.strip()
-    marker = None
-    for marker in _MARKER.finditer(text):
-        pass
-    if marker is not None:
-        text = text[marker.end():]
+    markers = list(_MARKER.finditer(text))
+    if markers:  # the last marker wins: "answer: 3 ... the answer is 5" means 5
+        text = text[markers[-1].end():]
     match = re.search(r"[-+]?\d{1,3}(?:,\d{3})+(?!\d)|[-+]?\d+", text)
     if match is None:
         return None
