@@ -18,7 +18,9 @@ PIP=("$VENV/bin/python" -m pip)
 "${PIP[@]}" install -q --upgrade pip setuptools wheel
 
 step "installing $TORCH_SPEC (first, so nothing later replaces it)"
-"${PIP[@]}" install -q "$TORCH_SPEC"
+# word-split on purpose: TORCH_SPEC may carry pip flags (an index URL for a CUDA build)
+# shellcheck disable=SC2086
+"${PIP[@]}" install -q $TORCH_SPEC
 TORCH_VERSION=$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')
 echo "torch $TORCH_VERSION"
 

@@ -84,8 +84,12 @@ def build(recipe: ModelRecipe, force: bool = False) -> Path:
     Written to a temporary folder and renamed, so a crash mid-build leaves nothing that looks
     finished; a lock keeps two processes from building the same recipe at once.
     """
+    from transformers.utils import logging as hf_logging
+
     from rlbench.models.pretrain import pretrain
     from rlbench.models.tokenizer import DEFAULT_ALPHABET, build_char_tokenizer
+
+    hf_logging.disable_progress_bar()  # our own progress output is enough
 
     target = build_dir(recipe)
     with _lock(target.with_name(target.name + ".lock")):
