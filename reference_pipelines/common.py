@@ -203,11 +203,33 @@ class RunContext:
     out: Path
     learner: Any
     started: float
+    log: "StepLog"
+    history: list[dict[str, Any]]
 
-    def summary(self, history: Sequence[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-        """Save the final checkpoint and `summary.json`; return the summary."""
+    def end_step(self, rec: dict[str, Any], rollout: "Rollout | None", bar: Any, sync_before_eval: bool) -> None:
+        """The end of every step of every pipeline: dev accuracy every `eval_every` steps (after a
+        weight sync when the loop does not sync each step), the step log, the progress bar, and an
+        intermediate checkpoint every `save_every` steps."""
+        cfg, step = self.cfg, rec["step"]
+        if rollout is not None and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+            if sync_before_eval:
+                rollout.sync(self.learner.export_weights())
+            rec["dev_greedy"] = dev_accuracy(rollout, self.task, self.data.dev[: cfg.eval_prompts], cfg.max_new_tokens)
+        self.log.write(rec)
+        self.history.append(rec)
+        bar.advance()
+        shown = {k: f"{rec[k]:.2f}" for k in ("reward_mean", "dev_greedy") if k in rec}
+        if shown:
+            bar.update(**shown)
+        if cfg.save_every and step % cfg.save_every == 0:
+            self.learner.save(self.out / f"checkpoint-{step}")
+
+    def summary(self, **extra: Any) -> dict[str, Any]:
+        """Close the step log, save the final checkpoint and `summary.json`; return the summary."""
         from rlbench.io import atomic_write_json
 
+        self.log.close()
+        history = self.history
         ckpt = self.learner.save(self.out / "checkpoint")
         summary = {"algorithm": self.algo, "task": self.cfg.task, "model": self.cfg.model or self.task.model.base,
                    "seed": self.cfg.seed, "steps": self.cfg.steps, "seconds": round(time.monotonic() - self.started, 1),
@@ -235,7 +257,8 @@ def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float |
     model_path = resolve_model(cfg.model or task.model.base).location
     learner = Learner(model_path, LearnerConfig(zero_stage=cfg.zero_stage, lr=lr or cfg.lr,
                                                 reference_model=reference_model), device=cfg.device)
-    return RunContext(algo, cfg, task, data, model_path, default_out(algo, cfg), learner, time.monotonic())
+    out = default_out(algo, cfg)
+    return RunContext(algo, cfg, task, data, model_path, out, learner, time.monotonic(), StepLog(out), [])
 
 
 __all__ = ["PipelineConfig", "VisibleData", "visible_data", "prompt_batches", "SequenceBatch",

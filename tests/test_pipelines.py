@@ -69,3 +69,14 @@ def test_ray_configs_pipeline_files_load():
     root = Path(__file__).resolve().parent.parent / "ray_configs"
     cfg = load_pipeline_config("grpo", ["steps=2"], str(root / "grpo-actors.yaml"))
     assert cfg.placement == "actors" and cfg.rollout_cpus == 1 and cfg.steps == 2
+
+
+@pytest.mark.parametrize("name", ["sft", "dpo"])
+def test_save_every_writes_intermediate_checkpoints_in_every_pipeline(name, tmp_path):
+    out = tmp_path / name
+    extra = ["pair_prompts=16", "samples_per_prompt=4"] if name == "dpo" else []
+    cfg = load_pipeline_config(name, TINY + extra + ["steps=4", "batch_prompts=4", "eval_every=0", "save_every=2",
+                                                     f"out={out}"])
+    run_pipeline(name, cfg)
+    for step in (2, 4):
+        assert AutoModelForCausalLM.from_pretrained(out / f"checkpoint-{step}").config.model_type == "llama"

@@ -13,8 +13,7 @@ from typing import Any
 import torch
 
 from rlbench.config.core import check
-from reference_pipelines.common import (PipelineConfig, Rollout, StepLog, build_sequences, dev_accuracy,
-                                        start_run, track)
+from reference_pipelines.common import (PipelineConfig, Rollout, build_sequences, start_run, track)
 from reference_pipelines.dpo.loss import dpo_loss, sequence_logprob
 
 
@@ -67,9 +66,7 @@ def run(cfg: DPOConfig) -> dict[str, Any]:
     (out / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
     tok = learner.tokenizer
     enc = lambda texts: [tok(t, add_special_tokens=False)["input_ids"] for t in texts]  # noqa: E731
-    log = StepLog(out)
     rng = random.Random(cfg.seed)
-    history = []
     with track(f"dpo {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):
             t0 = time.monotonic()
@@ -88,11 +85,5 @@ def run(cfg: DPOConfig) -> dict[str, Any]:
             stats = learner.train_step(loss_fn)
             dt = time.monotonic() - t0
             rec = {"step": step, **stats, "samples_per_s": 2 * n / dt, "step_time": dt}
-            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                rollout.sync(learner.export_weights())
-                rec["dev_greedy"] = dev_accuracy(rollout, task, data.dev[: cfg.eval_prompts], cfg.max_new_tokens)
-            log.write(rec)
-            history.append(rec)
-            bar.advance()
-    log.close()
-    return ctx.summary(history, pairs=len(pairs))
+            ctx.end_step(rec, rollout, bar, sync_before_eval=True)
+    return ctx.summary(pairs=len(pairs))

@@ -10,8 +10,7 @@ from typing import Any
 import torch
 
 from rlbench.config.core import check
-from reference_pipelines.common import (PipelineConfig, Rollout, StepLog, build_sequences, dev_accuracy,
-                                        masked_mean, prompt_batches, start_run, track)
+from reference_pipelines.common import (PipelineConfig, Rollout, build_sequences, masked_mean, prompt_batches, start_run, track)
 from reference_pipelines.grpo.loss import group_advantages, grpo_loss
 
 
@@ -37,13 +36,10 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
     from rlbench.rewards import get_reward
 
     ctx = start_run("grpo", cfg, reference_model=cfg.kl_coef > 0)
-    task, data, model_path, out, learner = ctx.task, ctx.data, ctx.model_path, ctx.out, ctx.learner
+    task, data, model_path, learner = ctx.task, ctx.data, ctx.model_path, ctx.learner
     rollout = Rollout(model_path, cfg)
     reward_fn = get_reward(task.reward.name)
-    log = StepLog(out)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
-    dev = data.dev[: cfg.eval_prompts]
-    history: list[dict[str, Any]] = []
     with track(f"grpo {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):
             t0 = time.monotonic()
@@ -81,13 +77,5 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
                    "loss": stats["loss"], "kl": stats["kl"], "entropy": stats["entropy_proxy"],
                    "clip_frac": stats["clip_frac"], "completion_len": float(seq.completion_lengths.mean()),
                    "tokens_per_s": tokens / dt, "samples_per_s": len(rewards) / dt, "step_time": dt}
-            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                rec["dev_greedy"] = dev_accuracy(rollout, task, dev, cfg.max_new_tokens)
-            log.write(rec)
-            history.append(rec)
-            bar.advance()
-            bar.update(reward=f"{rec['reward_mean']:.2f}", **({"dev": f"{rec['dev_greedy']:.2f}"} if "dev_greedy" in rec else {}))
-            if cfg.save_every and step % cfg.save_every == 0:
-                learner.save(out / f"checkpoint-{step}")
-    log.close()
-    return ctx.summary(history)
+            ctx.end_step(rec, rollout, bar, sync_before_eval=False)
+    return ctx.summary()

@@ -10,8 +10,7 @@ from typing import Any
 import torch
 
 from rlbench.config.core import check
-from reference_pipelines.common import (PipelineConfig, Rollout, StepLog, build_sequences, dev_accuracy,
-                                        masked_mean, prompt_batches, start_run, track)
+from reference_pipelines.common import (PipelineConfig, Rollout, build_sequences, masked_mean, prompt_batches, start_run, track)
 from reference_pipelines.ppo.loss import gae, ppo_policy_loss, ppo_value_loss, whiten
 
 
@@ -58,13 +57,11 @@ def run(cfg: PPOConfig) -> dict[str, Any]:
     from rlbench.rewards import get_reward
 
     ctx = start_run("ppo", cfg, reference_model=True)
-    task, data, model_path, out, learner = ctx.task, ctx.data, ctx.model_path, ctx.out, ctx.learner
+    task, data, model_path, learner = ctx.task, ctx.data, ctx.model_path, ctx.learner
     critic = deepspeed_engine(ValueModel(model_path), LearnerConfig(zero_stage=cfg.zero_stage, lr=cfg.critic_lr))
     rollout = Rollout(model_path, cfg)
     reward_fn = get_reward(task.reward.name)
-    log = StepLog(out)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
-    history = []
     with track(f"ppo {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):
             t0 = time.monotonic()
@@ -108,11 +105,5 @@ def run(cfg: PPOConfig) -> dict[str, Any]:
                    "loss": stats["loss"], "value_loss": float(vloss.detach()),
                    "kl": float(masked_mean(old - ref, seq.mask)), "entropy": stats["entropy"],
                    "clip_frac": stats["clip_frac"], "samples_per_s": len(scores) / dt, "step_time": dt}
-            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                rec["dev_greedy"] = dev_accuracy(rollout, task, data.dev[: cfg.eval_prompts], cfg.max_new_tokens)
-            log.write(rec)
-            history.append(rec)
-            bar.advance()
-            bar.update(reward=f"{rec['reward_mean']:.2f}")
-    log.close()
-    return ctx.summary(history)
+            ctx.end_step(rec, rollout, bar, sync_before_eval=False)
+    return ctx.summary()

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-from reference_pipelines.common import (PipelineConfig, Rollout, StepLog, build_sequences, dev_accuracy,
-                                        prompt_batches, start_run, track)
+from reference_pipelines.common import (PipelineConfig, Rollout, build_sequences, prompt_batches, start_run, track)
 from reference_pipelines.sft.loss import sft_loss
 
 
@@ -21,11 +20,9 @@ class SFTConfig(PipelineConfig):
 
 def run(cfg: SFTConfig) -> dict[str, Any]:
     ctx = start_run("sft", cfg, reference_model=False)
-    task, data, model_path, out, learner = ctx.task, ctx.data, ctx.model_path, ctx.out, ctx.learner
+    data, model_path, learner = ctx.data, ctx.model_path, ctx.learner
     rollout = Rollout(model_path, cfg) if cfg.eval_every else None
-    log = StepLog(out)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
-    history = []
     with track(f"sft {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):
             t0 = time.monotonic()
@@ -36,11 +33,5 @@ def run(cfg: SFTConfig) -> dict[str, Any]:
             stats = learner.train_step(lambda lrn: (sft_loss(lrn.logprobs(seq.input_ids, seq.attention_mask), seq.mask), {}))
             dt = time.monotonic() - t0
             rec = {"step": step, "loss": stats["loss"], "samples_per_s": len(items) / dt, "step_time": dt}
-            if rollout is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
-                rollout.sync(learner.export_weights())
-                rec["dev_greedy"] = dev_accuracy(rollout, task, data.dev[: cfg.eval_prompts], cfg.max_new_tokens)
-            log.write(rec)
-            history.append(rec)
-            bar.advance()
-    log.close()
-    return ctx.summary(history)
+            ctx.end_step(rec, rollout, bar, sync_before_eval=True)
+    return ctx.summary()
