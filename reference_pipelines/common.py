@@ -46,8 +46,16 @@ class PipelineConfig:
     eval_prompts: int = 200
     save_every: int = 0  # 0: only the final checkpoint
     device: str = "cpu"
+    # fp32 | bf16 | auto, learner and rollout alike (rlbench/engines/precision.py): bf16 steps ~1.9x
+    # faster here but its arith-grpo heldout gains were a third of fp32's (docs/benchmarks.md)
+    precision: str = "fp32"
+    attention: str = "auto"  # auto | eager | sdpa
 
     def validate(self) -> None:
+        from rlbench.engines.precision import ATTENTION, PRECISIONS
+
+        check(self.precision in PRECISIONS, "precision", self.precision, ", ".join(PRECISIONS))
+        check(self.attention in ATTENTION, "attention", self.attention, ", ".join(ATTENTION))
         check(self.steps >= 1, "steps", self.steps, ">= 1")
         check(self.batch_prompts >= 1, "batch_prompts", self.batch_prompts, ">= 1")
         check(self.lr > 0, "lr", self.lr, "> 0")
@@ -64,9 +72,16 @@ class VisibleData:
 
 
 def visible_data(task: Any) -> VisibleData:
+    """Train and dev only: from the task's data (harness side) or from an agent's workspace."""
     from rlbench.data.splits import prepare_data
     from rlbench.tasks.registry import task_dir
+    from rlbench.tasks.spec import DataSource
 
+    if task.data.source == DataSource.workspace:
+        from rlbench.harness.workspace import read_jsonl
+
+        root = Path(task.data.workspace)
+        return VisibleData(train=read_jsonl(root / "data" / "train.jsonl"), dev=read_jsonl(root / "data" / "dev.jsonl"))
     data = prepare_data(task, task_dir(task.name))
     return VisibleData(train=data.splits["train"], dev=data.splits["dev"])
 
@@ -106,6 +121,10 @@ def build_sequences(tokenizer: Any, prompts: Sequence[str], completions: Sequenc
         c_ids = list(comp) + ([eos] if len(comp) < max_new_tokens else [])
         rows.append(p_ids + c_ids)
         masks.append([0] * (len(p_ids) - 1) + [1] * len(c_ids))
+    return _right_padded(rows, masks, pad)
+
+
+def _right_padded(rows: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], pad: int) -> SequenceBatch:
     width = max(len(r) for r in rows)
     input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
@@ -115,6 +134,59 @@ def build_sequences(tokenizer: Any, prompts: Sequence[str], completions: Sequenc
         attn[i, : len(r)] = 1
         mask[i, : len(m)] = torch.tensor(m, dtype=torch.float32)
     return SequenceBatch(input_ids, attn, mask)
+
+
+@dataclass
+class GroupBatch:
+    """`group` completions per prompt, the prompt stored once: prompts left-padded [P, Lp],
+    completions right-padded [P*group, Lc]; `mask[:, j]` marks completion token j (EOS included),
+    aligned with `Learner.shared_logprobs` of shape [P*group, Lc]."""
+
+    prompt_ids: torch.Tensor
+    prompt_attention: torch.Tensor
+    completion_ids: torch.Tensor
+    completion_attention: torch.Tensor
+    mask: torch.Tensor
+    group: int
+
+    @property
+    def completion_lengths(self) -> torch.Tensor:
+        return self.mask.sum(-1)
+
+    def full(self) -> SequenceBatch:
+        """The same sequences as one right-padded SequenceBatch (each prompt repeated)."""
+        rows, masks = [], []
+        for i in range(self.completion_ids.shape[0]):
+            p = self.prompt_ids[i // self.group][self.prompt_attention[i // self.group].bool()].tolist()
+            c = self.completion_ids[i][self.completion_attention[i].bool()].tolist()
+            rows.append(p + c)
+            masks.append([0] * (len(p) - 1) + [1] * len(c))
+        return _right_padded(rows, masks, self.pad_id)
+
+    pad_id: int = 0
+
+
+def build_group_batch(tokenizer: Any, prompts: Sequence[str], completions: Sequence[Sequence[int]], group: int,
+                      max_new_tokens: int) -> GroupBatch:
+    """`completions` lists `group` per prompt in prompt order; EOS is added back as in build_sequences."""
+    if len(completions) != len(prompts) * group:
+        raise ValueError(f"{len(completions)} completions for {len(prompts)} prompts x group {group}")
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    p_rows = [tokenizer(p)["input_ids"] for p in prompts]
+    c_rows = [list(c) + ([eos] if len(c) < max_new_tokens else []) for c in completions]
+    lp, lc = max(len(r) for r in p_rows), max(len(r) for r in c_rows)
+    prompt_ids = torch.full((len(p_rows), lp), pad, dtype=torch.long)
+    prompt_attention = torch.zeros((len(p_rows), lp), dtype=torch.long)
+    for i, r in enumerate(p_rows):
+        prompt_ids[i, lp - len(r):] = torch.tensor(r)
+        prompt_attention[i, lp - len(r):] = 1
+    completion_ids = torch.full((len(c_rows), lc), pad, dtype=torch.long)
+    completion_attention = torch.zeros((len(c_rows), lc), dtype=torch.long)
+    for i, r in enumerate(c_rows):
+        completion_ids[i, : len(r)] = torch.tensor(r)
+        completion_attention[i, : len(r)] = 1
+    return GroupBatch(prompt_ids, prompt_attention, completion_ids, completion_attention,
+                      completion_attention.float(), group, pad)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -130,7 +202,8 @@ class Rollout:
         from rlbench.engines.rollout import RolloutEngine
 
         self.placement = cfg.placement
-        kwargs = dict(backend=cfg.rollout_backend, need_in_place_update=True, device=cfg.device)
+        kwargs = dict(backend=cfg.rollout_backend, need_in_place_update=True, device=cfg.device,
+                      precision=cfg.precision, attention=cfg.attention)
         if cfg.placement == "actors":
             import ray
 
@@ -188,7 +261,8 @@ class StepLog:
 
 
 def default_out(algo: str, cfg: PipelineConfig) -> Path:
-    return Path(cfg.out) if cfg.out else Path("runs") / "pipelines" / f"{algo}-{cfg.task}-s{cfg.seed}"
+    task_name = Path(cfg.task).name or "task"  # a workspace path names its folder
+    return Path(cfg.out) if cfg.out else Path("runs") / "pipelines" / f"{algo}-{task_name}-s{cfg.seed}"
 
 
 @dataclass
@@ -255,12 +329,12 @@ def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float |
     task = load_task(cfg.task)
     data = visible_data(task)
     model_path = resolve_model(cfg.model or task.model.base).location
-    learner = Learner(model_path, LearnerConfig(zero_stage=cfg.zero_stage, lr=lr or cfg.lr,
-                                                reference_model=reference_model), device=cfg.device)
+    learner = Learner(model_path, LearnerConfig(zero_stage=cfg.zero_stage, lr=lr or cfg.lr, reference_model=reference_model,
+                                                precision=cfg.precision, attention=cfg.attention), device=cfg.device)
     out = default_out(algo, cfg)
     return RunContext(algo, cfg, task, data, model_path, out, learner, time.monotonic(), StepLog(out), [])
 
 
 __all__ = ["PipelineConfig", "VisibleData", "visible_data", "prompt_batches", "SequenceBatch",
-           "build_sequences", "masked_mean", "Rollout", "dev_accuracy", "StepLog", "default_out",
+           "build_sequences", "GroupBatch", "build_group_batch", "masked_mean", "Rollout", "dev_accuracy", "StepLog", "default_out",
            "RunContext", "start_run", "track"]

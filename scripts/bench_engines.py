@@ -3,7 +3,9 @@
 
 1. Rollout tokens/s: the HF backend against the vLLM backend (where vllm imports).
 2. GRPO: samples/s and seconds per step of reference_pipelines/grpo against TRL's GRPOTrainer
-   (`pip install -e .[bench]`), at equal group size, batch, max new tokens, steps and threads.
+   (`pip install -e .[bench]`), at equal group size, batch, max new tokens, steps, threads and KL
+   coefficient, in fp32 and in bf16 for both (TRL: `bf16=True`, ours: `precision=bf16`), so every
+   ratio compares like with like.
 
 Each measurement runs in its own subprocess (nothing shared, nothing warm), one after another.
 Prints a table with the ratios and writes it to docs/benchmarks.md.
@@ -24,10 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _child(kind: str, args: argparse.Namespace) -> dict:
+def _child(kind: str, args: argparse.Namespace, precision: str = "fp32") -> dict:
+    args = argparse.Namespace(**{**vars(args), "precision": precision})
     cmd = [sys.executable, __file__, "--child", kind, "--model", args.model, "--steps", str(args.steps),
            "--prompts", str(args.prompts), "--group", str(args.group), "--max-new", str(args.max_new),
-           "--threads", str(args.threads)]
+           "--threads", str(args.threads), "--precision", args.precision]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
@@ -55,7 +58,7 @@ def child_rollout(backend: str, a: argparse.Namespace) -> dict:
         return {"error": "vllm not installed"}
     torch.set_num_threads(a.threads)
     path = resolve_model(a.model).location
-    eng = RolloutEngine(path, backend=backend, batch_size=a.prompts * a.group)
+    eng = RolloutEngine(path, backend=backend, batch_size=a.prompts * a.group, precision=a.precision)
     prompts, _ = _prompts(a.prompts)
     eng.generate(prompts, n=a.group, max_new_tokens=a.max_new, seed=0)  # warm-up
     tokens, t0 = 0, time.perf_counter()
@@ -72,7 +75,8 @@ def child_ours(a: argparse.Namespace) -> dict:
     out = ROOT / "runs" / "bench" / "ours"
     (out / "steps.jsonl").unlink(missing_ok=True)
     cfg = GRPOConfig(task="arith-grpo", model=a.model, steps=a.steps, batch_prompts=a.prompts, group_size=a.group,
-                     max_new_tokens=a.max_new, num_threads=a.threads, eval_every=0, kl_coef=0.04, out=str(out))
+                     max_new_tokens=a.max_new, num_threads=a.threads, eval_every=0, kl_coef=0.04, out=str(out),
+                     precision=a.precision)
     run(cfg)
     steps = [json.loads(l) for l in (out / "steps.jsonl").read_text().splitlines()]
     steps = steps[1:]  # first step includes one-off warm-up
@@ -110,7 +114,8 @@ def child_trl(a: argparse.Namespace) -> dict:
                      per_device_train_batch_size=a.prompts * a.group, num_generations=a.group,
                      max_completion_length=a.max_new, learning_rate=3e-4, beta=0.04, temperature=1.0,
                      logging_steps=10_000, save_strategy="no", report_to="none", seed=0,
-                     gradient_accumulation_steps=1, dataloader_num_workers=0, disable_tqdm=True)
+                     gradient_accumulation_steps=1, dataloader_num_workers=0, disable_tqdm=True,
+                     bf16=a.precision == "bf16")
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=cfg, train_dataset=ds, processing_class=tok,
@@ -130,6 +135,7 @@ def main() -> None:
     p.add_argument("--max-new", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--child", default="")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="(children only)")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     a = p.parse_args()
     if a.child:
@@ -144,28 +150,37 @@ def main() -> None:
     from rlbench.models.zoo import model_meta, resolve_model
 
     meta = model_meta(Path(resolve_model(a.model).location)) or {}
-    res = {k: _child(k, a) for k in ("rollout-hf", "rollout-vllm", "grpo-ours", "grpo-trl")}
+    runs = [("rollout-hf", "fp32"), ("rollout-hf", "bf16"), ("rollout-vllm", "fp32"),
+            ("grpo-ours", "fp32"), ("grpo-ours", "bf16"), ("grpo-trl", "fp32"), ("grpo-trl", "bf16")]
+    res = {}
+    for kind, precision in runs:
+        print(f"measuring {kind} {precision} ...", flush=True)
+        res[(kind, precision)] = _child(kind, a, precision)
 
     def fmt(r: dict, key: str, spec: str = ".0f") -> str:
         return format(r[key], spec) if key in r else f"n/a ({r.get('error', '?')})"
 
-    def ratio(x: dict, y: dict, key: str) -> str:
-        return f"{x[key] / y[key]:.2f}x" if key in x and key in y else "n/a"
+    def ratio(x: dict, y: dict, key: str, invert: bool = False) -> str:
+        if key not in x or key not in y:
+            return "n/a"
+        return f"{(y[key] / x[key]) if invert else (x[key] / y[key]):.2f}x"
 
     setting = (f"model `{a.model}` ({meta.get('parameters', 0):,} parameters), {a.prompts} prompts x {a.group} "
-               f"completions, max {a.max_new} new tokens, {a.steps} steps, {a.threads} torch threads, "
-               f"{platform.processor() or platform.machine()}, python {platform.python_version()}")
-    rows = [
-        "| measure | rlbench | other | ratio (rlbench / other) |",
-        "| --- | --- | --- | --- |",
-        f"| rollout tokens/s: HF backend vs vLLM backend | {fmt(res['rollout-hf'], 'tokens_per_s')} | "
-        f"{fmt(res['rollout-vllm'], 'tokens_per_s')} | {ratio(res['rollout-hf'], res['rollout-vllm'], 'tokens_per_s')} |",
-        f"| GRPO samples/s: ours vs TRL GRPOTrainer | {fmt(res['grpo-ours'], 'samples_per_s', '.1f')} | "
-        f"{fmt(res['grpo-trl'], 'samples_per_s', '.1f')} | {ratio(res['grpo-ours'], res['grpo-trl'], 'samples_per_s')} |",
-        f"| GRPO seconds/step: ours vs TRL GRPOTrainer | {fmt(res['grpo-ours'], 's_per_step', '.3f')} | "
-        f"{fmt(res['grpo-trl'], 's_per_step', '.3f')} | "
-        f"{ratio(res['grpo-trl'], res['grpo-ours'], 's_per_step')} faster |",
-    ]
+               f"completions, max {a.max_new} new tokens, {a.steps} steps, {a.threads} torch threads, KL coefficient "
+               f"0.04, {platform.processor() or platform.machine()}, python {platform.python_version()}")
+    rows = ["| measure | precision | rlbench | other | ratio (rlbench / other) |", "| --- | --- | --- | --- | --- |"]
+    hf32, hf16, vl = res[("rollout-hf", "fp32")], res[("rollout-hf", "bf16")], res[("rollout-vllm", "fp32")]
+    rows.append(f"| rollout tokens/s: HF backend vs vLLM backend | fp32 | {fmt(hf32, 'tokens_per_s')} | "
+                f"{fmt(vl, 'tokens_per_s')} | {ratio(hf32, vl, 'tokens_per_s')} |")
+    rows.append(f"| rollout tokens/s: HF backend bf16 vs fp32 | bf16 / fp32 | {fmt(hf16, 'tokens_per_s')} | "
+                f"{fmt(hf32, 'tokens_per_s')} | {ratio(hf16, hf32, 'tokens_per_s')} |")
+    for ours_p, trl_p in (("fp32", "fp32"), ("bf16", "bf16"), ("bf16", "fp32")):
+        o, t = res[("grpo-ours", ours_p)], res[("grpo-trl", trl_p)]
+        label = ours_p if ours_p == trl_p else f"{ours_p} / {trl_p}"
+        rows.append(f"| GRPO samples/s: ours vs TRL GRPOTrainer | {label} | {fmt(o, 'samples_per_s', '.1f')} | "
+                    f"{fmt(t, 'samples_per_s', '.1f')} | {ratio(o, t, 'samples_per_s')} |")
+        rows.append(f"| GRPO seconds/step: ours vs TRL GRPOTrainer | {label} | {fmt(o, 's_per_step', '.3f')} | "
+                    f"{fmt(t, 's_per_step', '.3f')} | {ratio(o, t, 's_per_step', invert=True)} faster |")
     table = "\n".join(rows)
     print(setting)
     print(table)

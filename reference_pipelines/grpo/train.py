@@ -10,7 +10,8 @@ from typing import Any
 import torch
 
 from rlbench.config.core import check
-from reference_pipelines.common import (PipelineConfig, Rollout, build_sequences, masked_mean, prompt_batches, start_run, track)
+from reference_pipelines.common import (PipelineConfig, Rollout, build_group_batch, build_sequences, masked_mean,
+                                       prompt_batches, start_run, track)
 from reference_pipelines.grpo.loss import group_advantages, grpo_loss
 
 
@@ -23,6 +24,9 @@ class GRPOConfig(PipelineConfig):
     clip_eps: float = 0.2
     normalize_std: bool = True
     updates_per_batch: int = 1  # >1: several clipped updates on one batch of rollouts
+    # run each prompt through the learner once for its whole group (Learner.shared_logprobs);
+    # false: one full sequence per completion, the same numbers at more compute
+    share_prompt: bool = True
 
     def validate(self) -> None:
         super().validate()
@@ -55,16 +59,25 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
                     rewards.append(reward_fn(c.text, it["answer"], **task.reward.params))
             r = torch.tensor(rewards, dtype=torch.float32)
             adv = group_advantages(r, cfg.group_size, cfg.normalize_std)
-            seq = build_sequences(learner.tokenizer, flat_prompts, flat_ids, cfg.max_new_tokens)
+            if cfg.share_prompt:
+                seq = build_group_batch(learner.tokenizer, prompts, flat_ids, cfg.group_size, cfg.max_new_tokens)
+
+                def logprobs(lrn, reference=False, seq=seq):
+                    return lrn.shared_logprobs(seq, reference=reference)
+            else:
+                seq = build_sequences(learner.tokenizer, flat_prompts, flat_ids, cfg.max_new_tokens)
+
+                def logprobs(lrn, reference=False, seq=seq):
+                    return lrn.logprobs(seq.input_ids, seq.attention_mask, reference=reference)
             with torch.no_grad():
                 learner.engine.eval()
                 # one update per batch: the sampling policy is the current one, ratio = 1 exactly,
                 # so the old logprobs are the live ones detached (saves a forward pass)
-                old = learner.logprobs(seq.input_ids, seq.attention_mask) if cfg.updates_per_batch > 1 else None
-                ref = learner.logprobs(seq.input_ids, seq.attention_mask, reference=True) if cfg.kl_coef > 0 else None
+                old = logprobs(learner) if cfg.updates_per_batch > 1 else None
+                ref = logprobs(learner, reference=True) if cfg.kl_coef > 0 else None
             for _ in range(cfg.updates_per_batch):
-                def loss_fn(lrn, seq=seq, old=old, ref=ref):
-                    logp = lrn.logprobs(seq.input_ids, seq.attention_mask)
+                def loss_fn(lrn, seq=seq, old=old, ref=ref, logprobs=logprobs):
+                    logp = logprobs(lrn)
                     loss, stats = grpo_loss(logp, logp.detach() if old is None else old, ref, adv, seq.mask,
                                             cfg.clip_eps, cfg.kl_coef)
                     stats["entropy_proxy"] = float(-masked_mean(logp.detach(), seq.mask))

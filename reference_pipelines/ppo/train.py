@@ -17,18 +17,18 @@ from reference_pipelines.ppo.loss import gae, ppo_policy_loss, ppo_value_loss, w
 class ValueModel(torch.nn.Module):
     """The base model's trunk with a scalar head: V(prefix) at every position."""
 
-    def __init__(self, model_path: str):
+    def __init__(self, model_path: str, attention: str = "sdpa"):
         super().__init__()
         from transformers import AutoModel
 
-        self.trunk = AutoModel.from_pretrained(model_path, dtype=torch.float32)
+        self.trunk = AutoModel.from_pretrained(model_path, dtype=torch.float32, attn_implementation=attention)
         self.head = torch.nn.Linear(self.trunk.config.hidden_size, 1)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.trunk(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return self.head(hidden).squeeze(-1)
+        return self.head(hidden).squeeze(-1).float()
 
 
 @dataclass
@@ -58,7 +58,9 @@ def run(cfg: PPOConfig) -> dict[str, Any]:
 
     ctx = start_run("ppo", cfg, reference_model=True)
     task, data, model_path, learner = ctx.task, ctx.data, ctx.model_path, ctx.learner
-    critic = deepspeed_engine(ValueModel(model_path), LearnerConfig(zero_stage=cfg.zero_stage, lr=cfg.critic_lr))
+    # the critic computes in the learner's precision (fp32 masters either way)
+    critic = deepspeed_engine(ValueModel(model_path, learner.attention),
+                              LearnerConfig(zero_stage=cfg.zero_stage, lr=cfg.critic_lr), learner.dtype)
     rollout = Rollout(model_path, cfg)
     reward_fn = get_reward(task.reward.name)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)

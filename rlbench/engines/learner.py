@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from rlbench.config.core import check
+from rlbench.engines.precision import resolve_attention, resolve_dtype
 
 
 @dataclass
@@ -29,10 +30,16 @@ class LearnerConfig:
     beta2: float = 0.99
     grad_clip: float = 1.0
     reference_model: bool = True  # keep a frozen copy for KL
+    precision: str = "fp32"  # fp32 | bf16 | auto (rlbench/engines/precision.py says what auto picks)
+    attention: str = "auto"  # auto | eager | sdpa
 
     def validate(self) -> None:
+        from rlbench.engines.precision import ATTENTION, PRECISIONS
+
         check(self.zero_stage in (0, 1, 2), "learner.zero_stage", self.zero_stage, "0, 1 or 2")
         check(self.lr > 0, "learner.lr", self.lr, "> 0")
+        check(self.precision in PRECISIONS, "learner.precision", self.precision, ", ".join(PRECISIONS))
+        check(self.attention in ATTENTION, "learner.attention", self.attention, ", ".join(ATTENTION))
 
 
 def _free_port() -> int:
@@ -57,14 +64,43 @@ def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Te
     return logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
 
 
+def shared_prefix_logprobs(model: Any, prompt_ids: torch.Tensor, prompt_attention: torch.Tensor,
+                           completion_ids: torch.Tensor, completion_attention: torch.Tensor, group: int) -> torch.Tensor:
+    """log p(completion token j | prompt, completion_<j): shape [P*group, Lc], for `group`
+    completions per prompt, running each prompt through the model once instead of once per
+    completion (GRPO samples 8 or more per prompt, and on short tasks the prompt is over half of
+    every sequence). Prompts are left-padded, completions right-padded; the prompt's key/value
+    cache is repeated for its group, and gradients flow back through it, so forward and backward
+    both skip the repeated prompt tokens. Equal to `token_logprobs` on the concatenated sequences
+    (tested)."""
+    import inspect
+
+    # transformers 5.x renames `past_key_values` to `cache` (the old name warns, then goes in 5.40)
+    forward = getattr(model, "module", model).forward
+    cache_kw = "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+    positions = (prompt_attention.long().cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=prompt_ids, attention_mask=prompt_attention, position_ids=positions, use_cache=True)
+    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    cache.batch_repeat_interleave(group)
+    first = out.logits[:, -1:].repeat_interleave(group, dim=0)  # predicts completion token 0
+    lengths = prompt_attention.long().sum(-1).repeat_interleave(group)
+    steps = torch.arange(completion_ids.shape[1], device=completion_ids.device)
+    attention = torch.cat([prompt_attention.repeat_interleave(group, dim=0), completion_attention], dim=1)
+    rest = model(input_ids=completion_ids, attention_mask=attention, position_ids=lengths[:, None] + steps[None],
+                 use_cache=True, **{cache_kw: cache}).logits[:, :-1]
+    logp = torch.log_softmax(torch.cat([first, rest], dim=1).float(), dim=-1)
+    return logp.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
+
+
 def token_entropy(model_logits: torch.Tensor) -> torch.Tensor:
     logp = torch.log_softmax(model_logits.float(), dim=-1)
     return -(logp.exp() * logp).sum(-1)
 
 
-def deepspeed_engine(module: torch.nn.Module, cfg: LearnerConfig) -> Any:
+def deepspeed_engine(module: torch.nn.Module, cfg: LearnerConfig, dtype: torch.dtype = torch.float32) -> Any:
     """A DeepSpeed engine over `module` with a torch AdamW client optimizer (the one measured to
-    work on CPU), ZeRO stage from config. Also used for extra trainable modules (a PPO critic)."""
+    work on CPU), ZeRO stage from config. bf16: DeepSpeed keeps fp32 master weights and steps them,
+    the module computes in bf16. Also used for extra trainable modules (a PPO critic)."""
     import deepspeed
 
     _single_process_env()
@@ -81,6 +117,8 @@ def deepspeed_engine(module: torch.nn.Module, cfg: LearnerConfig) -> Any:
         "wall_clock_breakdown": False,
         "zero_allow_untested_optimizer": True,
     }
+    if dtype == torch.bfloat16:
+        ds_config["bf16"] = {"enabled": True}
     engine, _, _, _ = deepspeed.initialize(model=module, optimizer=opt, config=ds_config)
     return engine
 
@@ -95,14 +133,16 @@ class Learner:
         self.cfg = cfg or LearnerConfig()
         self.cfg.validate()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.dtype = resolve_dtype(self.cfg.precision, self.device)
+        self.attention = resolve_attention(self.cfg.attention, self.dtype, self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(model)
-        net = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+        net = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32, attn_implementation=self.attention)
         self.ref = None
         if self.cfg.reference_model:
-            self.ref = copy.deepcopy(net).to(self.device).eval()
+            self.ref = copy.deepcopy(net).to(self.device, self.dtype).eval()
             for p in self.ref.parameters():
                 p.requires_grad_(False)
-        self.engine = deepspeed_engine(net, self.cfg)
+        self.engine = deepspeed_engine(net, self.cfg, self.dtype)
         self.steps = 0
 
     @property
@@ -119,6 +159,19 @@ class Learner:
                 return token_logprobs(model, input_ids, attention_mask)
         return token_logprobs(model, input_ids, attention_mask)
 
+    def shared_logprobs(self, batch: Any, reference: bool = False) -> torch.Tensor:
+        """`shared_prefix_logprobs` on a batch with prompt_ids, prompt_attention, completion_ids,
+        completion_attention and group (reference_pipelines.common.GroupBatch)."""
+        model = self.ref if reference else self.engine
+        if model is None:
+            raise RuntimeError("this learner keeps no reference model (learner.reference_model=false)")
+        args = [t.to(self.device) for t in (batch.prompt_ids, batch.prompt_attention, batch.completion_ids,
+                                             batch.completion_attention)]
+        if reference or not self.engine.training:
+            with torch.no_grad():
+                return shared_prefix_logprobs(model, *args, batch.group)
+        return shared_prefix_logprobs(model, *args, batch.group)
+
     def train_step(self, loss_fn: Callable[["Learner"], tuple[torch.Tensor, dict[str, float]]]) -> dict[str, float]:
         """One optimizer step on the loss `loss_fn(self)` returns (with its stats)."""
         self.engine.train()
@@ -129,12 +182,42 @@ class Learner:
         return {"loss": float(loss.detach()), **stats}
 
     def export_weights(self) -> dict[str, torch.Tensor]:
-        """A CPU copy of the policy weights, for the rollout engine (object store or in-process)."""
+        """A CPU copy of the policy weights as the learner computes with them (bf16 or fp32), for
+        the rollout engine (object store or in-process)."""
         return {k: v.detach().to("cpu", copy=True) for k, v in self.module.state_dict().items()}
 
+    def master_state_dict(self) -> dict[str, torch.Tensor]:
+        """The fp32 weights the optimizer steps: in bf16 mode these are DeepSpeed's master copies,
+        not the rounded bf16 ones, so a saved checkpoint loses nothing to the training precision."""
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        opt = getattr(self.engine, "optimizer", None)
+        masters: dict[int, torch.Tensor] = {}
+        # ZeRO 0 + bf16 wraps the client optimizer in FP16_UnfusedOptimizer, parallel groups of
+        # low-precision params and their fp32 copies; ZeRO 1/2 expose safe_get_full_fp32_param
+        for lp_group, hp_group in zip(getattr(opt, "fp16_groups", []), getattr(opt, "fp32_groups", [])):
+            for lp, hp in zip(lp_group, hp_group):
+                masters[id(lp)] = hp
+        out: dict[str, torch.Tensor] = {}
+        for name, tensor in self.module.state_dict(keep_vars=True).items():
+            full = None
+            if isinstance(tensor, torch.nn.Parameter) and tensor.dtype != torch.float32:  # tied weights share one Parameter
+                full = masters.get(id(tensor))
+                if full is None:
+                    full = safe_get_full_fp32_param(tensor)
+                if full is None:
+                    raise RuntimeError(f"no fp32 master copy found for '{name}' (DeepSpeed optimizer {type(opt).__name__})")
+            out[name] = (full if full is not None else tensor).detach().to("cpu", torch.float32, copy=True)
+        return out
+
     def save(self, path: str | Path) -> Path:
+        """An fp32 HF checkpoint (`from_pretrained` loads it) whatever the training precision."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.module.save_pretrained(path)
+        state = self.master_state_dict()
+        config = copy.deepcopy(self.module.config)
+        config.dtype = torch.float32
+        self.module.save_pretrained(path, state_dict=state)
+        config.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         return path

@@ -73,16 +73,23 @@ class RolloutEngine:
         num_threads: int | None = None,
         batch_size: int = 256,
         vllm_kwargs: Mapping[str, Any] | None = None,
+        precision: str = "fp32",
+        attention: str = "auto",
     ):
+        """`precision`/`attention` as in rlbench/engines/precision.py; training rollouts pass the
+        learner's so both compute with the same weights; grading keeps the fp32 default."""
         if num_threads:
             torch.set_num_threads(num_threads)
         self.backend = choose_backend(backend, need_in_place_update)
         self.batch_size = batch_size
         self.model_path = model
         if self.backend == "hf":
+            from rlbench.engines.precision import resolve_attention, resolve_dtype
             from rlbench.models.zoo import load_model
 
-            self.model, self.tokenizer, _ = load_model(model, device=device)
+            dtype = resolve_dtype(precision, device)
+            self.model, self.tokenizer, _ = load_model(model, device=device, dtype=dtype,
+                                                       attention=resolve_attention(attention, dtype, device))
             self.capabilities = Capabilities(in_place_update=True, device=device)
         else:
             from vllm import LLM

@@ -155,7 +155,8 @@ def resolve_model(ref: str, build_missing: bool = True) -> ResolvedModel:
     )
 
 
-def load_model(ref: str, device: str = "cpu", dtype: Any = None, build_missing: bool = True):
+def load_model(ref: str, device: str = "cpu", dtype: Any = None, build_missing: bool = True,
+               attention: str | None = None):
     """(model, tokenizer, resolved) through the real `from_pretrained` path for all three kinds."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -165,7 +166,8 @@ def load_model(ref: str, device: str = "cpu", dtype: Any = None, build_missing: 
     resolved = resolve_model(ref, build_missing=build_missing)
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved.location)
-        model = AutoModelForCausalLM.from_pretrained(resolved.location, dtype=dtype or torch.float32)
+        extra = {"attn_implementation": attention} if attention else {}
+        model = AutoModelForCausalLM.from_pretrained(resolved.location, dtype=dtype or torch.float32, **extra)
     except OSError as exc:
         hint = " (no model hub is reachable from here: use a zoo name or a local folder)" if resolved.kind == "hub" else ""
         raise ConfigError(f"cannot load model '{ref}' from {resolved.location}: {exc}{hint}") from exc
