@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 demo: $(STAMP)
 	$(BIN)/rlbench models build arith-s
 	$(BIN)/rlbench baseline arith-grpo
+	$(BIN)/rlbench run "agents=[null,reference]" task=arith-grpo seed=0
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -241,6 +241,54 @@ def pipeline_run(
         out.print(_gain_table(result))
 
 
+def _cells_table(results: list[dict]) -> Table:
+    table = Table(title="rlbench cells (harness evaluation on hidden splits; gains paired against the base model)")
+    for col in ("agent", "task", "seed", "baseline test %", "test %", "abs. gain", "95% CI", "rel. gain %",
+                "heldout gain", "status", "sandboxed"):
+        table.add_column(col, justify="left" if col in ("agent", "task", "status") else "right")
+    for r in results:
+        base = r.get("baseline", {}).get("test", {}).get("pass_at_1")
+        test = r.get("scores", {}).get("test", {}).get("pass_at_1")
+        g, h = r.get("gains", {}).get("test"), r.get("gains", {}).get("heldout")
+        rel = "-" if not g or g["rel_pct"] is None else f"{g['rel_pct']:+.0f}"
+        table.add_row(r["agent"], r["task"], str(r["seed"]), _pct(base), _pct(test),
+                      f"{100 * g['abs']:+.1f}" if g else "-",
+                      f"[{100 * g['ci_low']:+.1f}, {100 * g['ci_high']:+.1f}]" if g else "-", rel,
+                      f"{100 * h['abs']:+.1f}" if h else "-", r["status"], "yes" if r["sandboxed"] else "[red]no[/]")
+    return table
+
+
+@app.command("run")
+def run_cmd(
+    overrides: Optional[List[str]] = OverridesArg,
+    quiet: bool = QuietOpt,
+) -> None:
+    """Run benchmark cells: `rlbench run agent=reference task=arith-grpo seed=0` (one cell), or
+    `agents=[null,reference] seeds=[0,1]` (every combination, one after another). `sandbox=none`
+    runs without bubblewrap and marks the results unsandboxed."""
+    from rlbench.harness.suite import expand, load_run_spec
+    from rlbench.harness.cell import run_cell
+
+    set_quiet(quiet)
+    from rlbench.agents.base import resolve_agent
+
+    try:
+        cells = expand(load_run_spec(overrides or []))
+        for agent in sorted({c.agent for c in cells}):
+            resolve_agent(agent)  # an unknown agent fails here, before any cell starts
+    except ConfigError as exc:
+        _fail(exc)
+    results = []
+    for cell in cells:
+        result = run_cell(cell)
+        results.append(result)
+        out.print(f"{result['cell']}: {result['status']}" + (f" ({result['reason']})" if result["reason"] else "")
+                  + f"; {result['cell_dir']}/result.json", highlight=False)
+    out.print(_cells_table(results))
+    if any(r["status"] == "crashed" and r["reason"].startswith("harness:") for r in results):
+        raise typer.Exit(1)
+
+
 def main() -> None:
     try:
         app()

@@ -10,6 +10,16 @@ DS_PREBUILD=${DS_PREBUILD:-1}
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# bubblewrap sandboxes every agent command (Debian package `bubblewrap`)
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing bubblewrap (the agent sandbox)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "warning: bubblewrap (bwrap) is missing; install the 'bubblewrap' package, or run cells with sandbox=none" >&2
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating $VENV with $($PYTHON --version)"
   "$PYTHON" -m venv "$VENV"

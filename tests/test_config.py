@@ -49,3 +49,15 @@ def test_missing_required_field(tmp_path):
 def test_overrides_apply():
     task = load_task("arith-grpo", ["eval.temperature=0.7", "budget.max_submissions=3"])
     assert task.eval.temperature == 0.7 and task.budget.max_submissions == 3
+
+
+def test_null_stays_a_name_where_the_field_is_a_string():
+    from rlbench.harness.suite import expand, load_run_spec
+
+    spec = load_run_spec(["agent=null", "agents=[null,reference]", "seeds=[0,2]", "sandbox=none"])
+    assert spec.agent == "null" and spec.agents == ["null", "reference"]
+    cells = expand(spec)
+    assert [(c.agent, c.seed) for c in cells] == [("null", 0), ("null", 2), ("reference", 0), ("reference", 2)]
+    assert all(c.sandbox == "none" for c in cells)
+    with pytest.raises(ConfigError, match="sandbox"):
+        load_run_spec(["sandbox=docker"])

@@ -12,7 +12,7 @@ import typing
 from pathlib import Path
 from typing import Any, Iterable, Mapping, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf import errors as oc_errors
 
 T = TypeVar("T")
@@ -80,16 +80,40 @@ def _explain(exc: oc_errors.OmegaConfBaseException, schema: type, source: str) -
     return ConfigError(f"{source}: key '{key}': {msg}")
 
 
-def parse_overrides(overrides: Iterable[str]) -> DictConfig:
-    """`a.b=1` strings into a config; anything without `=` is refused by name."""
+def parse_overrides(overrides: Iterable[str], schema: type | None = None) -> DictConfig:
+    """`a.b=1` strings into a config; anything without `=` is refused by name. With a schema, a
+    value that YAML reads as null (`agent=null`) stays the string where the field is a plain str
+    (or a list of str): `null` is the name of an agent, not a missing value."""
     items = list(overrides or [])
     for item in items:
         if "=" not in item or item.startswith("="):
             raise ConfigError(f"override '{item}' is not of the form key=value")
     try:
-        return OmegaConf.from_dotlist(items)
+        cfg = OmegaConf.from_dotlist(items)
     except oc_errors.OmegaConfBaseException as exc:  # pragma: no cover - grammar errors
         raise ConfigError(f"overrides: {exc}") from exc
+    if schema is not None:
+        for item in items:
+            key, _, raw = item.partition("=")
+            kind = _field_type(schema, key.strip())
+            value = OmegaConf.select(cfg, key.strip())
+            if kind is str and value is None:
+                OmegaConf.update(cfg, key.strip(), raw.strip(), merge=False)
+            elif kind == list[str] and isinstance(value, ListConfig) and any(v is None for v in value):
+                OmegaConf.update(cfg, key.strip(), [str(v) if v is not None else "null" for v in value], merge=False)
+    return cfg
+
+
+def _field_type(schema: type, dotted: str) -> Any:
+    kind: Any = schema
+    for part in dotted.split("."):
+        if not dataclasses.is_dataclass(kind):
+            return None
+        hints = typing.get_type_hints(kind)
+        if part not in hints:
+            return None
+        kind = hints[part]
+    return kind
 
 
 def load_config(
@@ -126,7 +150,7 @@ def load_config(
             raise _explain(exc, schema, label) from exc
     if overrides:
         try:
-            merged = OmegaConf.merge(merged, parse_overrides(overrides))
+            merged = OmegaConf.merge(merged, parse_overrides(overrides, schema))
         except oc_errors.OmegaConfBaseException as exc:
             raise _explain(exc, schema, "override") from exc
     try:

@@ -27,6 +27,11 @@ def _task_names() -> list[str]:
 
 
 def load_task(name: str, overrides: Iterable[str] = ()) -> TaskConfig:
+    """`name` is a task in the tasks folder, or an agent's workspace folder (its public task.json)."""
+    if (Path(name) / "task.json").is_file():
+        from rlbench.harness.workspace import load_workspace_task
+
+        return load_workspace_task(Path(name), overrides)
     path = task_dir(name) / "task.yaml"
     task = load_config(TaskConfig, path, overrides=overrides, source_name=str(path))
     if task.name != name:

@@ -53,6 +53,7 @@ class Metric(str, enum.Enum):
 class DataSource(str, enum.Enum):
     generator = "generator"
     hf = "hf"
+    workspace = "workspace"  # inside an agent's workspace: train/dev as JSONL, nothing hidden
 
 
 @dataclass
@@ -90,11 +91,14 @@ class DataConfig:
     sizes: SplitSizes = field(default_factory=SplitSizes)
     params: dict[str, Any] = field(default_factory=dict)
     hf: Optional[HFDataConfig] = None
+    workspace: str = ""  # source=workspace: the folder holding data/train.jsonl and data/dev.jsonl
 
     def validate(self) -> None:
         if self.source == DataSource.generator:
             check(bool(self.generator), "data.generator", self.generator,
                   "a generator name, module:function or file.py:function")
+        elif self.source == DataSource.workspace:
+            check(bool(self.workspace), "data.workspace", self.workspace, "the workspace folder")
         else:
             check(self.hf is not None, "data.hf", None, "a HF datasets spec when data.source=hf")
 

@@ -1,0 +1,40 @@
+"""The agent interface. An agent gets the task description and a ToolBox, and acts only through
+the tools: its Python code is the driver (an LLM loop, a scripted policy), trusted like harness
+code; everything it does to the workspace goes through the sandboxed tools and is recorded."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from rlbench.config.core import ConfigError
+
+BUILTIN = {
+    "null": "rlbench.agents.null:NullAgent",
+    "reference": "rlbench.agents.reference:ReferenceAgent",
+}
+
+
+class Agent:
+    name = "agent"
+
+    def __init__(self, **options: Any):
+        self.options = options
+
+    def run(self, description: str, tools: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.run")
+
+
+def resolve_agent(spec: str, options: dict[str, Any] | None = None) -> Agent:
+    """`null`, `reference`, or `package.module:Class`."""
+    target = BUILTIN.get(spec, spec)
+    if ":" not in target:
+        raise ConfigError(f"unknown agent '{spec}'; built in: {', '.join(BUILTIN)}; or give module:Class")
+    module, _, cls = target.partition(":")
+    try:
+        agent_cls = getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load agent '{spec}': {exc}") from exc
+    if not (isinstance(agent_cls, type) and issubclass(agent_cls, Agent)):
+        raise ConfigError(f"agent '{spec}' is not a subclass of rlbench.agents.Agent")
+    return agent_cls(**(options or {}))

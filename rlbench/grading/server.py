@@ -1,0 +1,181 @@
+"""The grading server: outside the sandbox, reachable from inside only through a unix socket.
+
+It holds the cell's clock and submission count, validates each submitted checkpoint on a copy it
+owns, scores it on the dev split (the only figure an agent ever gets back), and appends every
+attempt to `submissions.jsonl` in the cell folder, which the agent cannot reach. One request per
+connection, one JSON line each way:
+
+    {"op": "submit", "path": "/workspace/runs/grpo/final"}  ->  {"ok": true, "index": 1, "dev": 0.41, ...}
+    {"op": "status"}                                         ->  {"budget_s": 1200, "used_s": 73.2, ...}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import socketserver
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from rlbench.grading.validate import validate_checkpoint
+from rlbench.io import atomic_write_json
+from rlbench.sandbox.runner import INSIDE_WORKSPACE
+
+MAX_REQUEST = 64 * 1024
+
+
+class GradingServer:
+    def __init__(self, cell_dir: Path, workspace: Path, base_model: Path, budget_s: float, max_submissions: int,
+                 dev_score: Callable[[str], dict[str, Any]], max_checkpoint_bytes: int = 2 * 1024 ** 3,
+                 on_event: Callable[[str], None] | None = None):
+        self.cell_dir = Path(cell_dir)
+        self.workspace = Path(workspace).resolve()
+        self.base_model = Path(base_model)
+        self.budget_s = float(budget_s)
+        self.max_submissions = max_submissions
+        self.dev_score = dev_score
+        self.max_bytes = max_checkpoint_bytes
+        self.on_event = on_event or (lambda msg: None)
+        self.started = time.monotonic()
+        self.submissions: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self.log = self.cell_dir / "submissions.jsonl"
+        # unix socket paths are limited to ~107 bytes, so the socket lives in a short private folder
+        self._sock_dir = Path(tempfile.mkdtemp(prefix="rlbg-"))
+        os.chmod(self._sock_dir, 0o755)
+        self.socket_path = self._sock_dir / "grader.sock"
+        server = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                line = self.rfile.readline(MAX_REQUEST)
+                try:
+                    request = json.loads(line)
+                    reply = server.handle(request if isinstance(request, dict) else {})
+                except json.JSONDecodeError:
+                    reply = {"ok": False, "error": "send one JSON object per line: {\"op\": \"submit\" | \"status\", ...}"}
+                except Exception as exc:  # noqa: BLE001 - the grader must answer, never die
+                    reply = {"ok": False, "error": f"grader error: {type(exc).__name__}: {exc}"}
+                self.wfile.write((json.dumps(reply) + "\n").encode())
+
+        self._server = socketserver.ThreadingUnixStreamServer(str(self.socket_path), Handler)
+        self._server.daemon_threads = True
+        os.chmod(self.socket_path, 0o666)  # the sandbox runs as another uid
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> "GradingServer":
+        self.started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        shutil.rmtree(self._sock_dir, ignore_errors=True)
+
+    def used_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.budget_s - self.used_s())
+
+    # requests ---------------------------------------------------------------------------------
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "status":
+            return self.status()
+        if op == "submit":
+            return self.submit(str(request.get("path", "")))
+        return {"ok": False, "error": f"unknown op {op!r}; allowed: submit, status"}
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            subs = [{k: s.get(k) for k in ("index", "ok", "dev", "reason", "t")} for s in self.submissions]
+        return {"ok": True, "budget_s": self.budget_s, "used_s": round(self.used_s(), 1),
+                "remaining_s": round(self.remaining_s(), 1), "max_submissions": self.max_submissions,
+                "submissions_left": self.max_submissions - len(subs), "submissions": subs}
+
+    def host_path(self, path: str) -> Path:
+        """A path as the agent names it (inside the sandbox, or on the host) -> the host path."""
+        if path == INSIDE_WORKSPACE or path.startswith(INSIDE_WORKSPACE + "/"):
+            return self.workspace / path[len(INSIDE_WORKSPACE):].lstrip("/")
+        p = Path(path)
+        return p if p.is_absolute() else self.workspace / p
+
+    def submit(self, path: str) -> dict[str, Any]:
+        with self._lock:  # one grading at a time; the count is checked and taken under the lock
+            index = len(self.submissions) + 1
+            record: dict[str, Any] = {"index": index, "path": path, "t": round(self.used_s(), 1),
+                                      "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            if self.remaining_s() <= 0:
+                return {"ok": False, "error": "the budget is spent; no more submissions"}
+            if len(self.submissions) >= self.max_submissions:
+                return {"ok": False, "error": f"submission limit reached ({self.max_submissions})"}
+            if not path:
+                verdict_reason = "no path given"
+                verdict = None
+            else:
+                copy_to = self.cell_dir / "submissions" / f"{index:03d}"
+                verdict = validate_checkpoint(self.host_path(path), self.workspace, self.base_model, copy_to,
+                                              self.max_bytes)
+                # the agent sees paths as it named them, not the harness's folders
+                verdict_reason = (verdict.reason.replace(str(copy_to), "<checkpoint>")
+                                  .replace(str(self.workspace), INSIDE_WORKSPACE))
+            record.update(ok=bool(verdict and verdict.ok), reason=verdict_reason)
+            if verdict and verdict.ok:
+                record.update(checkpoint=verdict.path, checkpoint_hash=verdict.checkpoint_hash,
+                              size_bytes=verdict.size_bytes)
+                try:
+                    dev = self.dev_score(verdict.path)
+                    record.update(dev=dev["pass_at_1"], dev_ci=[dev["ci_low"], dev["ci_high"]])
+                except Exception as exc:  # noqa: BLE001
+                    record.update(ok=False, reason=f"scoring failed: {type(exc).__name__}: {exc}")
+            self.submissions.append(record)
+            with open(self.log, "a") as f:
+                f.write(json.dumps(record) + "\n")
+            self.on_event(f"submission {index}: " + (f"valid, dev {record['dev']:.3f}" if record["ok"]
+                                                     else f"refused: {record['reason']}"))
+        reply = {k: record.get(k) for k in ("ok", "index", "dev", "dev_ci", "reason")}
+        reply["submissions_left"] = self.max_submissions - index
+        return reply
+
+    def choose(self, select: str = "best") -> dict[str, Any] | None:
+        """The submission the harness grades: best dev score (earliest on ties) or the last valid."""
+        valid = [s for s in self.submissions if s.get("ok")]
+        if not valid:
+            return None
+        if select == "last":
+            return valid[-1]
+        return max(valid, key=lambda s: (s["dev"], -s["index"]))
+
+    def save_state(self) -> None:
+        atomic_write_json(self.cell_dir / "grader.json", {"budget_s": self.budget_s, "used_s": self.used_s(),
+                                                          "submissions": self.submissions})
+
+
+def request(address: str, payload: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:
+    """One request to a grading server (the client side; used by `grade`, the SDK and the tools)."""
+    if not address:
+        return {"ok": False, "error": "no grading server here (RLBENCH_GRADER is not set)"}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(address)
+        except OSError as exc:
+            return {"ok": False, "error": f"cannot reach the grading server at {address}: {exc}"}
+        s.sendall((json.dumps(payload) + "\n").encode())
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError:
+        return {"ok": False, "error": "the grading server sent no answer"}

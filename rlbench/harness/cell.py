@@ -1,0 +1,212 @@
+"""One benchmark cell: an agent, a task, a seed, from a fresh workspace to `result.json`.
+
+The driver (this process) builds the workspace, starts the grading server and hosts the clock;
+the agent runs in its own process, a Ray actor on this node, with a ToolBox whose commands go
+through the sandbox. The driver waits for the agent until the budget (plus a grace period) runs
+out, then stops it; an agent process that dies leaves status `crashed`, never a hung run. After the
+agent, the harness picks a submission (best dev score, or the last valid one), scores it on the
+hidden test and heldout splits against the base model, and writes `result.json` atomically.
+Nothing in the result comes from a file the agent could write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlbench.config.core import check, to_dict
+from rlbench.io import atomic_write_json
+from rlbench.progress import info
+from rlbench.sandbox.runner import SandboxConfig
+
+STATUSES = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "crashed")
+
+
+@dataclass
+class CellConfig:
+    agent: str = "null"  # null | reference | package.module:Class
+    task: str = "arith-grpo"
+    seed: int = 0
+    results: str = ""  # where cells go; empty: $RLBENCH_RESULTS or ./results
+    sandbox: str = "bwrap"  # bwrap | none (none: every result is marked unsandboxed)
+    limits: SandboxConfig = field(default_factory=SandboxConfig)
+    select: str = "best"  # best | last: which valid submission the harness scores
+    budget_s: float = 0.0  # 0: the task's budget.wall_seconds
+    grace_s: float = 30.0  # after the budget, how long the agent gets to return before it is stopped
+    agent_cpus: float = 1.0  # Ray resources of the agent process
+    agent_options: dict[str, Any] = field(default_factory=dict)
+    max_checkpoint_mb: int = 2048
+    device: str = "cpu"
+
+    def validate(self) -> None:
+        check(self.sandbox in ("bwrap", "none"), "sandbox", self.sandbox, "bwrap, none")
+        check(self.select in ("best", "last"), "select", self.select, "best, last")
+        check(self.budget_s >= 0, "budget_s", self.budget_s, ">= 0 (0: the task's budget)")
+        check(self.grace_s >= 0, "grace_s", self.grace_s, ">= 0")
+
+
+def results_root(cfg: CellConfig) -> Path:
+    return Path(cfg.results or os.environ.get("RLBENCH_RESULTS") or "results")
+
+
+def _cell_id(cfg: CellConfig) -> str:
+    agent = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.agent.split(":")[-1])
+    return f"{agent}-{cfg.task}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+class AgentHost:
+    """The agent's process: builds the ToolBox there and runs the agent to its end."""
+
+    def __init__(self, cell_dir: str, workspace: str, grader: str, limits: dict[str, Any], budget_s: float, cpus: int):
+        self.args = (cell_dir, workspace, grader, limits, budget_s, cpus)
+
+    def run(self, agent: str, options: dict[str, Any]) -> dict[str, Any]:
+        from rlbench.agents.base import resolve_agent
+        from rlbench.harness.tools import ToolBox
+
+        cell_dir, workspace, grader, limits, budget_s, cpus = self.args
+        tools = ToolBox(Path(cell_dir), Path(workspace), grader, SandboxConfig(**limits), budget_s, cpus)
+        impl = resolve_agent(agent, options)
+        impl.run((Path(workspace) / "description.md").read_text(), tools)
+        return {"tool_calls": tools.calls, "budget_hit": tools.budget_hit, "snapshots": tools.snapshots.commits}
+
+    def ping(self) -> bool:
+        return True
+
+
+def _ensure_ray(cpus: float) -> None:
+    import ray
+
+    if not ray.is_initialized():  # joins RAY_ADDRESS when set, else an embedded local cluster
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if not os.environ.get("RAY_ADDRESS"):
+            kwargs["num_cpus"] = max(int(cpus) + 1, os.cpu_count() or 2)
+        ray.init(**kwargs)
+
+
+def _split(scores: dict[str, Any]) -> dict[str, Any]:
+    return {k: scores[k] for k in ("pass_at_1", "ci_low", "ci_high", "greedy", "n") if k in scores}
+
+
+def run_cell(cfg: CellConfig) -> dict[str, Any]:
+    """Run one cell and return its result (also written to CELL_DIR/result.json)."""
+    from rlbench.data.splits import prepare_data
+    from rlbench.evaluation.baseline import baseline, evaluate_model
+    from rlbench.evaluation.gain import score_against_base
+    from rlbench.grading.server import GradingServer
+    from rlbench.harness.workspace import build_workspace
+    from rlbench.models.zoo import resolve_model
+    from rlbench.tasks.registry import load_task, task_dir
+
+    cfg.validate()
+    cfg.limits.mode = cfg.sandbox
+    task = load_task(cfg.task)
+    budget_s = cfg.budget_s or float(task.budget.wall_seconds)
+    cell_id = _cell_id(cfg)
+    cell_dir = results_root(cfg) / "cells" / cell_id
+    n = 1
+    while cell_dir.exists():
+        n += 1
+        cell_dir = cell_dir.with_name(f"{cell_id}-{n}")
+    cell_dir.mkdir(parents=True)
+    cell_dir = cell_dir.resolve()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    result: dict[str, Any] = {"cell": cell_dir.name, "agent": cfg.agent, "task": task.name, "task_version": task.version,
+                              "seed": cfg.seed, "status": "crashed", "reason": "", "sandboxed": cfg.sandbox == "bwrap",
+                              "started": started, "config": to_dict(cfg)}
+    atomic_write_json(cell_dir / "result.json", {**result, "status": "running"})
+    grader = None
+    t0 = time.monotonic()
+    try:
+        info(f"cell {cell_dir.name}: preparing data, base model and baseline")
+        data = prepare_data(task, task_dir(task.name))
+        base_path = Path(resolve_model(task.model.base).location)
+        base = baseline(task, device=cfg.device)
+        result["baseline"] = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
+        workspace = build_workspace(cell_dir / "workspace", task, task_dir(task.name), base_path,
+                                    data.splits["train"], data.splits["dev"]).root.resolve()
+
+        def dev_score(path: str) -> dict[str, Any]:
+            return evaluate_model(path, task, ("dev",), device=cfg.device)["scores"]["dev"]
+
+        grader = GradingServer(cell_dir, workspace, base_path, budget_s, task.budget.max_submissions, dev_score,
+                               max_checkpoint_bytes=cfg.max_checkpoint_mb * 1024 ** 2,
+                               on_event=lambda msg: info(f"cell {cell_dir.name}: {msg}")).start()
+        info(f"cell {cell_dir.name}: agent '{cfg.agent}' running (budget {budget_s:.0f} s, "
+             f"sandbox {cfg.sandbox}); trajectory in {cell_dir / 'trajectory.jsonl'}")
+        agent_info, status, reason = _run_agent(cfg, cell_dir, workspace, grader, budget_s, task.budget.cpus)
+        result["agent_run"] = agent_info
+        grader.save_state()
+        result["budget"] = {"wall_seconds": budget_s, "used_seconds": round(grader.used_s(), 1),
+                            "tool_calls": agent_info.get("tool_calls")}
+        subs = grader.submissions
+        chosen = grader.choose(cfg.select)
+        result["submissions"] = {"total": len(subs), "valid": sum(1 for s in subs if s.get("ok")), "select": cfg.select,
+                                 "chosen": chosen["index"] if chosen else None,
+                                 "refused": [{"index": s["index"], "reason": s["reason"]} for s in subs if not s.get("ok")]}
+        if status not in ("crashed", "budget_exceeded"):
+            if chosen:
+                status = "ok"
+            elif subs:
+                status, reason = "invalid_submission", "; ".join(f"#{s['index']}: {s['reason']}" for s in subs)[:2000]
+            else:
+                status, reason = "no_submission", "the agent finished without submitting"
+        result["status"], result["reason"] = status, reason
+        if chosen:
+            info(f"cell {cell_dir.name}: scoring submission {chosen['index']} on test and heldout")
+            scored = score_against_base(chosen["checkpoint"], task, device=cfg.device)
+            result["scores"] = {s: {"pass_at_1": v["score"], "greedy": v["greedy"]} for s, v in scored["splits"].items()}
+            result["gains"] = {s: {"abs": v["abs_gain"], "ci_low": v["gain_ci_low"], "ci_high": v["gain_ci_high"],
+                                   "rel_pct": v["rel_gain_pct"]} for s, v in scored["splits"].items()}
+            result["chosen_checkpoint"] = {"index": chosen["index"], "hash": chosen["checkpoint_hash"],
+                                           "dev_at_submit": chosen["dev"]}
+    except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result
+        result["status"] = "crashed"
+        result["reason"] = f"harness: {type(exc).__name__}: {exc}"
+        (cell_dir / "harness_error.txt").write_text(traceback.format_exc())
+    finally:
+        if grader is not None:
+            grader.close()
+        shutil.rmtree(cell_dir / "scratch", ignore_errors=True)
+        result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        result["cell_seconds"] = round(time.monotonic() - t0, 1)
+        result["cell_dir"] = str(cell_dir)
+        atomic_write_json(cell_dir / "result.json", result)
+    return result
+
+
+def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, budget_s: float,
+               cpus: int) -> tuple[dict[str, Any], str, str]:
+    """(agent summary, status so far, reason): crashed, budget_exceeded, or '' for a clean finish."""
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    _ensure_ray(cfg.agent_cpus)
+    node = ray.get_runtime_context().get_node_id()  # the grading socket is local to this node
+    host_cls = ray.remote(num_cpus=cfg.agent_cpus, max_restarts=0)(AgentHost)
+    host = host_cls.options(name=f"agent-{cell_dir.name}", scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+                            ).remote(str(cell_dir), str(workspace), str(grader.socket_path), to_dict(cfg.limits),
+                                     budget_s, cpus)
+    ref = host.run.remote(cfg.agent, {"seed": cfg.seed, **dict(cfg.agent_options)})
+    try:
+        summary = ray.get(ref, timeout=max(1.0, grader.remaining_s() + cfg.grace_s))
+        status = "budget_exceeded" if summary.get("budget_hit") else ""
+        reason = "the agent's commands ran into the end of the budget" if status else ""
+        return summary, status, reason
+    except GetTimeoutError:
+        return {}, "budget_exceeded", f"the agent did not return within the budget + {cfg.grace_s:.0f} s grace; stopped"
+    except RayTaskError as exc:
+        cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+        (cell_dir / "agent_error.txt").write_text(str(exc))
+        return {}, "crashed", f"the agent raised {type(cause).__name__}: {str(cause)[:500]}"
+    except RayActorError as exc:
+        return {}, "crashed", f"the agent process died: {str(exc).splitlines()[0][:300] if str(exc) else 'killed'}"
+    finally:
+        ray.kill(host, no_restart=True)

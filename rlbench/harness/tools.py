@@ -1,0 +1,150 @@
+"""The tools an agent works through: exec, python, read, write, submit, status.
+
+Every call is timed against the cell's budget (the grading server holds the clock), recorded in
+the trajectory, and followed by a code snapshot when it may have changed files. exec and python
+run in the sandbox; read and write touch only paths inside the workspace (links that lead out are
+refused); submit and status go to the grading server, like `./grade` inside the sandbox does.
+Results are plain dicts, so an LLM agent can show them to its model as JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+from rlbench.grading.server import request
+from rlbench.harness.record import Snapshots, Trajectory
+from rlbench.sandbox.runner import INSIDE_WORKSPACE, Sandbox, SandboxConfig
+
+TOOLS = ("exec", "python", "read", "write", "submit", "status")
+READ_LIMIT = 200_000
+
+
+class ToolBox:
+    def __init__(self, cell_dir: Path, workspace: Path, grader_socket: str, sandbox: SandboxConfig, budget_s: float,
+                 cpus: int = 2):
+        self.cell_dir, self.workspace = Path(cell_dir), Path(workspace).resolve()
+        self.grader = grader_socket
+        self.sandbox = Sandbox(self.workspace, sandbox, budget_s, cpus, grader_socket=Path(grader_socket),
+                               scratch=self.cell_dir / "scratch")
+        self.trajectory = Trajectory(self.cell_dir / "trajectory.jsonl")
+        self.snapshots = Snapshots(self.cell_dir / "snapshots.git", self.workspace)
+        self.calls = 0
+        self.budget_hit = False
+        self._py = 0
+
+    # budget -----------------------------------------------------------------------------------
+    def remaining(self) -> float:
+        st = request(self.grader, {"op": "status"}, timeout=30)
+        return float(st.get("remaining_s", 0.0))
+
+    def _record(self, tool: str, args: dict[str, Any], result: dict[str, Any], t0: float, cpu0: float,
+                changed: bool) -> dict[str, Any]:
+        self.calls += 1
+        seconds = time.monotonic() - t0
+        cpu = _children_cpu() - cpu0
+        commit = self.snapshots.commit(f"{self.calls}: {tool}") if changed else None
+        self.trajectory.add({"tool": tool, "args": args, "result": result, "seconds": round(seconds, 3),
+                             "cpu_s": round(cpu, 2), "snapshot": commit, "ok": bool(result.get("ok")),
+                             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        return result
+
+    def _spent(self, tool: str, args: dict[str, Any], t0: float, cpu0: float) -> dict[str, Any]:
+        self.budget_hit = True
+        return self._record(tool, args, {"ok": False, "error": "the budget is spent"}, t0, cpu0, False)
+
+    # paths ------------------------------------------------------------------------------------
+    def host_path(self, path: str) -> Path:
+        """A path inside the workspace (relative, /workspace/..., or the host path) -> host path;
+        refuses anything that resolves outside the workspace."""
+        if path == INSIDE_WORKSPACE or path.startswith(INSIDE_WORKSPACE + "/"):
+            path = path[len(INSIDE_WORKSPACE):].lstrip("/")
+        p = Path(path)
+        p = p if p.is_absolute() else self.workspace / p
+        real = Path(os.path.realpath(p))
+        if real != self.workspace and self.workspace not in real.parents:
+            raise PermissionError(f"'{path}' is outside the workspace")
+        return real
+
+    # tools ------------------------------------------------------------------------------------
+    def exec(self, command: str, timeout: float | None = None) -> dict[str, Any]:
+        """Run a shell command in the sandbox, in the workspace; killed at the budget's end."""
+        t0, cpu0, args = time.monotonic(), _children_cpu(), {"command": command, "timeout": timeout}
+        left = self.remaining()
+        if left <= 0:
+            return self._spent("exec", args, t0, cpu0)
+        limit = min(left, timeout) if timeout else left
+        r = self.sandbox.run(command, timeout=limit)
+        if r.killed == "timeout" and limit >= left:
+            self.budget_hit = True
+        result = {"ok": r.ok, "returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr,
+                  "seconds": round(r.seconds, 2), "killed": r.killed, "truncated": r.truncated}
+        return self._record("exec", args, result, t0, cpu0, True)
+
+    def python(self, code: str, timeout: float | None = None) -> dict[str, Any]:
+        """Run Python code in the sandbox (saved under .rlbench/tool/ in the workspace)."""
+        self._py += 1
+        folder = self.workspace / ".rlbench" / "tool"
+        folder.mkdir(parents=True, exist_ok=True)
+        script = folder / f"py_{self._py:04d}.py"
+        script.write_text(code)
+        _give_to_sandbox(folder.parent, folder, script)
+        rel = script.relative_to(self.workspace)
+        return self.exec(f"python {self.sandbox.root}/{rel}", timeout=timeout)
+
+    def read(self, path: str, max_bytes: int = READ_LIMIT) -> dict[str, Any]:
+        t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path}
+        try:
+            p = self.host_path(path)
+            if p.is_dir():
+                result = {"ok": True, "entries": sorted(e.name + ("/" if e.is_dir() else "") for e in p.iterdir())}
+            else:
+                data = p.read_bytes()
+                result = {"ok": True, "content": data[:max_bytes].decode("utf-8", "replace"),
+                          "truncated": len(data) > max_bytes, "bytes": len(data)}
+        except (OSError, PermissionError) as exc:
+            result = {"ok": False, "error": str(exc)}
+        return self._record("read", args, result, t0, cpu0, False)
+
+    def write(self, path: str, content: str) -> dict[str, Any]:
+        t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path, "content": content}
+        try:
+            p = self.host_path(path)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(content)
+            _give_to_sandbox(p.parent, p)
+            result = {"ok": True, "bytes": len(content.encode())}
+        except (OSError, PermissionError) as exc:
+            result = {"ok": False, "error": str(exc)}
+        return self._record("write", args, result, t0, cpu0, True)
+
+    def submit(self, path: str) -> dict[str, Any]:
+        """Submit a checkpoint folder (relative to the workspace, or /workspace/...)."""
+        t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path}
+        result = request(self.grader, {"op": "submit", "path": path})
+        return self._record("submit", args, result, t0, cpu0, False)
+
+    def status(self) -> dict[str, Any]:
+        t0, cpu0 = time.monotonic(), _children_cpu()
+        return self._record("status", {}, request(self.grader, {"op": "status"}, timeout=30), t0, cpu0, False)
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _give_to_sandbox(*paths: Path) -> None:
+    """Files the harness writes for the agent belong to the sandbox uid, like the rest of it."""
+    if os.geteuid() != 0:
+        return
+    from rlbench.harness.workspace import SANDBOX_UID
+
+    for p in paths:
+        try:
+            os.chown(p, SANDBOX_UID, SANDBOX_UID)
+        except OSError:
+            pass

@@ -1,0 +1,138 @@
+"""The folder an agent works in: what it may see, and nothing it may not.
+
+A workspace holds the task description with budget, rules and how to submit; the base model; the
+train and dev splits as JSONL; the task's starter files; `task.json`, the public part of the task
+spec (reward, metric, evaluation protocol, budget: no data seed, no generator, no hidden split);
+and `grade`, the grading client. Test and heldout splits, grader state and other cells live outside
+it, and the sandbox never mounts them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from rlbench.config.core import load_config, to_dict
+from rlbench.tasks.spec import TaskConfig
+
+SANDBOX_UID = 65534
+GRADE_SCRIPT = """#!/usr/bin/env python
+\"\"\"Grading client: `./grade submit CHECKPOINT_DIR` or `./grade status`.\"\"\"
+from rlbench.grading.client import main
+
+main()
+"""
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_jsonl(path: Path, items: Iterable[dict[str, Any]]) -> None:
+    with open(path, "w") as f:
+        for it in items:
+            f.write(json.dumps(it) + "\n")
+
+
+def public_task(task: TaskConfig) -> dict[str, Any]:
+    """The task spec an agent may read: the data block keeps only the visible split sizes."""
+    spec = to_dict(task)
+    spec["data"] = {"source": "workspace", "workspace": ".",
+                    "sizes": {k: spec["data"]["sizes"][k] for k in ("train", "dev", "test", "heldout")}}
+    spec["model"] = {"base": "model"}
+    return spec
+
+
+def load_workspace_task(root: Path, overrides: Iterable[str] = ()) -> TaskConfig:
+    """A TaskConfig from a workspace's task.json; data and model resolve inside the workspace."""
+    root = root.resolve()
+    task = load_config(TaskConfig, root / "task.json", overrides=overrides, source_name=str(root / "task.json"))
+    task.data.workspace = str(root)
+    if not Path(task.model.base).is_absolute():
+        task.model.base = str(root / task.model.base)
+    return task
+
+
+@dataclass
+class Workspace:
+    root: Path
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def description(self) -> Path:
+        return self.root / "description.md"
+
+
+def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> str:
+    body = (task_folder / "description.md").read_text().strip()
+    b = task.budget
+    return f"""{body}
+
+## Your workspace
+
+- `model/`: the base model (a Hugging Face folder: `AutoModelForCausalLM.from_pretrained("model")`).
+- `data/train.jsonl` ({sizes['train']} items) and `data/dev.jsonl` ({sizes['dev']} items): one JSON
+  object per line with `prompt` and `answer`. Test and heldout splits exist but you never see them.
+- `task.json`: the public task spec (reward `{task.reward.name}`, metric `{task.metric.value}`, the
+  evaluation protocol: {task.eval.samples_per_prompt} samples per prompt at temperature {task.eval.temperature},
+  at most {task.eval.max_new_tokens} new tokens).
+- `grade`: the grading client. `./grade submit PATH` submits a checkpoint folder (one that
+  `from_pretrained` loads, same tokenizer and architecture family as `model/`) and prints its dev
+  score; `./grade status` prints the budget used and left and your submissions so far.
+
+## Budget and rules
+
+- Wall clock: {b.wall_seconds} s in all, counted from the start; {b.cpus} CPUs, {b.memory_gb} GB of memory;
+  device: {b.device.value}. Commands are killed when the budget runs out.
+- At most {b.max_submissions} submissions. The harness scores your best submission by dev score on the
+  hidden test and heldout splits after you finish; no test or heldout figure reaches you.
+- No network. Only this workspace is writable. Work through your tools (exec, python, read, write,
+  submit, status).
+
+## What the SDK offers
+
+- `from rlbench import sdk`: `sdk.train()`, `sdk.dev()` (lists of dicts), `sdk.reward(text, answer)`
+  (the task's reward), `sdk.model_path()`, `sdk.submit(path)`, `sdk.status()`.
+- Reference pipelines run on this workspace:
+  `rlbench pipeline run grpo task=. out=runs/grpo steps=200` (also `ppo`, `dpo`, `sft`; every field
+  of the pipeline's config can be set as `key=value`), or from Python with
+  `reference_pipelines.registry.load_pipeline_config` and `run_pipeline`. Each writes `steps.jsonl`
+  (reward, KL, loss, tokens/s per step), `summary.json` and a final checkpoint under `OUT/checkpoint`.
+"""
+
+
+def build_workspace(root: Path, task: TaskConfig, task_folder: Path, base_model: Path,
+                    train: list[dict[str, Any]], dev: list[dict[str, Any]]) -> Workspace:
+    """Create a fresh workspace at `root` (which must not exist yet)."""
+    root = Path(root)
+    if root.exists():
+        raise FileExistsError(f"workspace {root} already exists: every cell gets a fresh one")
+    root.mkdir(parents=True)
+    (root / "data").mkdir()
+    write_jsonl(root / "data" / "train.jsonl", train)
+    write_jsonl(root / "data" / "dev.jsonl", dev)
+    shutil.copytree(base_model, root / "model", symlinks=False,
+                    ignore=shutil.ignore_patterns("*.lock", "rlbench_meta.json"))
+    starter = task_folder / "starter"
+    if starter.is_dir():
+        shutil.copytree(starter, root, dirs_exist_ok=True)
+    (root / "task.json").write_text(json.dumps(public_task(task), indent=2))
+    sizes = {"train": len(train), "dev": len(dev)}
+    (root / "description.md").write_text(_description(task, task_folder, sizes))
+    grade = root / "grade"
+    grade.write_text(GRADE_SCRIPT)
+    grade.chmod(0o755)
+    if os.geteuid() == 0:  # the sandbox runs as uid 65534; the workspace is its only writable place
+        for dirpath, dirnames, filenames in os.walk(root):
+            os.chown(dirpath, SANDBOX_UID, SANDBOX_UID)
+            for name in filenames:
+                os.chown(os.path.join(dirpath, name), SANDBOX_UID, SANDBOX_UID)
+    return Workspace(root)

@@ -1,0 +1,292 @@
+"""Run one agent command under bubblewrap, with limits, a wall clock and a disk quota.
+
+What the command sees (bwrap mode): the system (`/usr`, `/etc`) read-only, the Python install, the
+virtualenv and the project's two importable packages (`rlbench`, `reference_pipelines`) read-only,
+the workspace read-write at `/workspace`, a private `/tmp`, and the grading socket. Not there: the
+task folders (their data seeds would regenerate hidden splits), `RLBENCH_HOME` (hidden splits, zoo
+builds, grader state), other cells, the network (`--unshare-net`: loopback only). It runs as an
+unprivileged uid (65534) when the harness is root, because the kernel never applies RLIMIT_NPROC to
+root and a fork bomb must hit a ceiling (bwrap itself runs as root then, so it can bind a Python
+that lives under a 0700 /root, and `setpriv` drops to 65534 inside; as a normal user bwrap runs
+unprivileged in a user namespace and the user's own uid carries the limit); memory (RLIMIT_AS), file size, process count and CPU time
+are rlimits inherited through bwrap. The wall clock kills the whole sandbox: bwrap's
+`--die-with-parent` and its own PID namespace take every descendant down with it.
+
+`mode=none` runs the same command directly on the host, with the same rlimits and clock but no
+isolation; the harness marks every result it produces as unsandboxed.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from rlbench.config.core import check
+
+INSIDE_WORKSPACE = "/workspace"
+INSIDE_GRADER = "/run/rlbench/grader.sock"
+NOBODY = 65534
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot start here; the message says what to do."""
+
+
+@dataclass
+class SandboxConfig:
+    mode: str = "bwrap"  # bwrap | none (none: no isolation, results marked unsandboxed)
+    memory_gb: float = 8.0  # address space per process
+    max_processes: int = 512  # per sandbox uid (threads count too: torch and tokenizers start some)
+    max_file_gb: float = 2.0  # largest single file
+    disk_gb: float = 4.0  # the whole workspace, watched while a command runs
+    cpu_seconds: int = 0  # per process; 0: the cell's budget times its cpus
+    tmp_mb: int = 1024  # the private /tmp
+    threads: int = 2  # OMP/torch threads inside
+    output_bytes: int = 20_000  # stdout/stderr kept per call (head and tail)
+    disk_poll_s: float = 1.0
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        check(self.mode in ("bwrap", "none"), "sandbox.mode", self.mode, "bwrap, none")
+        check(self.memory_gb > 0, "sandbox.memory_gb", self.memory_gb, "> 0")
+        check(self.max_processes >= 16, "sandbox.max_processes", self.max_processes, ">= 16")
+        check(self.disk_gb > 0, "sandbox.disk_gb", self.disk_gb, "> 0")
+
+
+@dataclass
+class ExecResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    killed: str = ""  # "" | timeout | disk_quota
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.killed
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def _keep(data: bytes, limit: int) -> tuple[str, bool]:
+    if len(data) <= limit:
+        return data.decode("utf-8", "replace"), False
+    half = limit // 2
+    cut = len(data) - 2 * half
+    return (data[:half].decode("utf-8", "replace") + f"\n[... {cut} bytes cut ...]\n"
+            + data[-half:].decode("utf-8", "replace")), True
+
+
+def dir_size(path: Path) -> int:
+    total = 0
+    stack = [str(path)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
+
+
+def _project_mounts() -> list[Path]:
+    """The Python install, the virtualenv and the two packages the SDK imports, read-only."""
+    import reference_pipelines
+    import rlbench
+
+    paths = [Path(sys.base_prefix), Path(sys.prefix),
+             Path(rlbench.__file__).resolve().parent, Path(reference_pipelines.__file__).resolve().parent]
+    out: list[Path] = []
+    for p in paths:
+        p = p.resolve()
+        if not str(p).startswith("/usr/") and p not in out:
+            out.append(p)
+    return out
+
+
+class Sandbox:
+    """Runs commands for one cell. `workspace` is the host folder the agent may write."""
+
+    def __init__(self, workspace: Path, cfg: SandboxConfig, cell_budget_s: float, cpus: int = 2,
+                 grader_socket: Path | None = None, scratch: Path | None = None):
+        cfg.validate()
+        self.workspace = Path(workspace).resolve()
+        self.cfg = cfg
+        self.grader_socket = grader_socket
+        self.cpu_seconds = cfg.cpu_seconds or int(max(60, cell_budget_s) * max(1, cpus))
+        self.scratch = Path(scratch or tempfile.mkdtemp(prefix="rlbench-sbx-"))
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.as_root = os.geteuid() == 0
+        if cfg.mode == "bwrap":
+            if bwrap_path() is None:
+                raise SandboxUnavailable(
+                    "bubblewrap (bwrap) is not installed: run `make setup` (it installs the Debian package "
+                    "`bubblewrap`), or pass sandbox=none to run unsandboxed (every result is then marked so)")
+            probe = self.run("true", timeout=30)
+            if probe.returncode != 0:
+                raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {probe.stderr.strip()[-400:]}")
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.cfg.mode == "bwrap"
+
+    @property
+    def root(self) -> str:
+        """The workspace path as commands see it."""
+        return INSIDE_WORKSPACE if self.sandboxed else str(self.workspace)
+
+    def grader_address(self) -> str:
+        if self.grader_socket is None:
+            return ""
+        return INSIDE_GRADER if self.sandboxed else str(self.grader_socket)
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        root = self.root
+        env = {
+            "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
+            "HOME": root, "TMPDIR": "/tmp" if self.sandboxed else str(self.scratch),
+            "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+            "RLBENCH_WORKSPACE": root, "RLBENCH_HOME": f"{root}/.rlbench", "RLBENCH_GRADER": self.grader_address(),
+            "RLBENCH_SANDBOX": self.cfg.mode,
+            "OMP_NUM_THREADS": str(self.cfg.threads), "MKL_NUM_THREADS": str(self.cfg.threads),
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "HF_HOME": f"{root}/.rlbench/hf", "WANDB_MODE": "offline",
+        }
+        if not _cuda_visible():
+            env["DS_ACCELERATOR"] = "cpu"
+        env.update(self.cfg.extra_env)
+        env.update(extra or {})
+        return env
+
+    def _bwrap_args(self) -> list[str]:
+        # as root: no user namespace (setpriv must reach an unmapped uid); otherwise bwrap's own
+        unshare = (["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+                   if self.as_root else ["--unshare-all"])
+        args = [bwrap_path() or "bwrap", *unshare, "--die-with-parent", "--new-session",
+                "--hostname", "rlbench-sandbox", "--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "lib", "lib64", "sbin"):
+            p = Path("/") / name
+            if p.is_symlink():
+                args += ["--symlink", os.readlink(p), str(p)]
+            elif p.is_dir():
+                args += ["--ro-bind", str(p), str(p)]
+        args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
+                 "--size", str(self.cfg.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+        made: set[str] = set()
+
+        def parents(path: str) -> list[str]:  # bwrap would create them 0700 root: unreadable for uid 65534
+            out = []
+            for parent in reversed(Path(path).parents):
+                if str(parent) != "/" and str(parent) not in made:
+                    made.add(str(parent))
+                    out += ["--perms", "0755", "--dir", str(parent)]
+            return out
+
+        for p in _project_mounts():
+            args += parents(str(p)) + ["--ro-bind", str(p), str(p)]
+        args += ["--bind", str(self.workspace), INSIDE_WORKSPACE]
+        if self.grader_socket is not None:
+            args += parents(INSIDE_GRADER) + ["--bind", str(self.grader_socket), INSIDE_GRADER]
+        args += ["--chdir", INSIDE_WORKSPACE]
+        return args
+
+    def _preexec(self) -> None:
+        gb = 1024 ** 3
+        resource.setrlimit(resource.RLIMIT_AS, (int(self.cfg.memory_gb * gb),) * 2)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(self.cfg.max_file_gb * gb),) * 2)
+        resource.setrlimit(resource.RLIMIT_NPROC, (self.cfg.max_processes,) * 2)
+        resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    def run(self, command: str | Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> ExecResult:
+        """Run `command` (a shell string, or an argv list) until it exits or `timeout` seconds pass."""
+        quota = int(self.cfg.disk_gb * 1024 ** 3)  # over it, the command is killed (an `rm` is quick enough)
+        argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
+        if self.sandboxed:
+            drop = ([shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                     "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"] if self.as_root else [])
+            argv = self._bwrap_args() + ["--"] + drop + argv
+        out_f = tempfile.TemporaryFile(dir=self.scratch)
+        err_f = tempfile.TemporaryFile(dir=self.scratch)
+        t0 = time.monotonic()
+        killed = ""
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
+                                    cwd=str(self.workspace), env=self.env(env), preexec_fn=self._preexec,
+                                    start_new_session=True)
+        except OSError as exc:
+            return ExecResult(127, "", f"cannot start: {exc}", time.monotonic() - t0)
+        done = threading.Event()
+        reason: list[str] = []
+
+        def watch_disk() -> None:
+            while not done.wait(self.cfg.disk_poll_s):
+                if dir_size(self.workspace) > quota:
+                    reason.append("disk_quota")
+                    _kill_group(proc)
+                    return
+
+        watcher = threading.Thread(target=watch_disk, daemon=True)
+        watcher.start()
+        try:
+            proc.wait(timeout=max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            reason.append("timeout")
+            _kill_group(proc)
+            proc.wait()
+        finally:
+            done.set()
+            watcher.join(timeout=5)
+            _kill_group(proc)  # anything the command left behind in its session
+        if not reason and dir_size(self.workspace) > quota:  # grew past the quota between two polls
+            reason.append("disk_quota")
+        killed = reason[0] if reason else ""
+        limit = self.cfg.output_bytes
+        out_f.seek(0)
+        err_f.seek(0)
+        stdout, t1 = _keep(out_f.read(), limit)
+        stderr, t2 = _keep(err_f.read(), limit)
+        out_f.close()
+        err_f.close()
+        if killed == "timeout":
+            stderr += f"\n[rlbench] killed: the command ran past its time limit ({timeout:.0f} s)"
+        elif killed == "disk_quota":
+            stderr += f"\n[rlbench] killed: the workspace grew past its disk quota ({self.cfg.disk_gb:g} GB)"
+        return ExecResult(proc.returncode, stdout, stderr, time.monotonic() - t0, killed, t1 or t2)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _cuda_visible() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - no torch, no CUDA
+        return False

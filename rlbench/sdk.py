@@ -1,0 +1,55 @@
+"""What code inside an agent's workspace imports: the visible data, the task's reward, grading.
+
+    from rlbench import sdk
+    for item in sdk.train(): ...
+    sdk.reward(completion_text, item["answer"])
+    sdk.submit("runs/grpo/final")
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from rlbench.grading.client import status, submit
+
+
+def root() -> Path:
+    """The workspace: RLBENCH_WORKSPACE (set in every sandboxed command), else the current folder."""
+    return Path(os.environ.get("RLBENCH_WORKSPACE") or os.getcwd())
+
+
+@lru_cache(maxsize=None)
+def task() -> Any:
+    from rlbench.harness.workspace import load_workspace_task
+
+    return load_workspace_task(root())
+
+
+def train() -> list[dict[str, Any]]:
+    from rlbench.harness.workspace import read_jsonl
+
+    return read_jsonl(root() / "data" / "train.jsonl")
+
+
+def dev() -> list[dict[str, Any]]:
+    from rlbench.harness.workspace import read_jsonl
+
+    return read_jsonl(root() / "data" / "dev.jsonl")
+
+
+def model_path() -> str:
+    return str(root() / "model")
+
+
+def reward(text: str, answer: Any) -> float:
+    """The task's own reward: the same function the harness grades with."""
+    from rlbench.rewards import get_reward
+
+    spec = task().reward
+    return get_reward(spec.name)(text, answer, **spec.params)
+
+
+__all__ = ["root", "task", "train", "dev", "model_path", "reward", "submit", "status"]

@@ -1,0 +1,272 @@
+"""The harness: workspace, sandbox, grading API, cells, and agents that misbehave."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rlbench.sandbox import Sandbox, SandboxConfig, bwrap_path
+
+TESTS = Path(__file__).resolve().parent
+TINY = "arith-tiny"
+needs_bwrap = pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(session_home, session_tasks):
+    """One embedded Ray for the module; its workers can import tests/hostile_agents.py."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "RLBENCH_HOME", "RLBENCH_TASKS", "RLBENCH_QUIET")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), old["PYTHONPATH"]) if p)
+    os.environ.update(RLBENCH_HOME=str(session_home), RLBENCH_TASKS=str(session_tasks), RLBENCH_QUIET="1")
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _cell(tmp_path, agent, **kw):
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    cfg = CellConfig(agent=agent, task=TINY, seed=0, results=str(tmp_path / "results"), grace_s=kw.pop("grace_s", 10),
+                     **kw)
+    return run_cell(cfg)
+
+
+def _hidden_paths():
+    from rlbench.data.splits import prepare_data, split_path
+    from rlbench.tasks.registry import load_task, task_dir
+
+    task = load_task(TINY)
+    prepare_data(task, task_dir(TINY))
+    return split_path(task, "test"), task
+
+
+# ---------------------------------------------------------------------------------------------
+@needs_bwrap
+def test_sandbox_contains_commands(tmp_path, session_home):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if os.geteuid() == 0:
+        os.chown(ws, 65534, 65534)
+    secret = session_home / "secret.txt"
+    secret.write_text("hidden answer 4242")
+    sb = Sandbox(ws, SandboxConfig(disk_gb=0.05, max_processes=64), cell_budget_s=60)
+    r = sb.run(f"cat {secret}; echo hi > note.txt; cat note.txt", timeout=20)
+    assert "4242" not in r.stdout and "hi" in r.stdout and (ws / "note.txt").exists()
+    r = sb.run(f"echo x > {tmp_path}/outside.txt", timeout=20)
+    assert r.returncode != 0 and not (tmp_path / "outside.txt").exists()
+    r = sb.run("python -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)\"", timeout=30)
+    assert r.returncode != 0 and "unreachable" in r.stderr.lower()
+    r = sb.run("bomb() { bomb | bomb & }; bomb; sleep 2; echo survived", timeout=30)
+    assert "Resource temporarily unavailable" in r.stderr and r.seconds < 30
+    r = sb.run("head -c 200000000 /dev/zero > filler.bin; sleep 5", timeout=30)
+    assert r.killed == "disk_quota"
+    (ws / "filler.bin").unlink()
+    t0 = time.monotonic()
+    r = sb.run("(sleep 5; echo late > late.txt) & sleep 100", timeout=2)
+    assert r.killed == "timeout" and time.monotonic() - t0 < 10
+    time.sleep(4)
+    assert not (ws / "late.txt").exists(), "a background child outlived the kill"
+
+
+def test_sandbox_refuses_to_run_without_bwrap(tmp_path, monkeypatch):
+    from rlbench.sandbox import SandboxUnavailable
+    import rlbench.sandbox.runner as runner
+
+    monkeypatch.setattr(runner, "bwrap_path", lambda: None)
+    with pytest.raises(SandboxUnavailable, match="sandbox=none"):
+        Sandbox(tmp_path, SandboxConfig(), cell_budget_s=10)
+    r = Sandbox(tmp_path, SandboxConfig(mode="none"), cell_budget_s=10).run("echo plain", timeout=10)
+    assert r.stdout.strip() == "plain"
+
+
+def test_workspace_holds_only_visible_things(tmp_path):
+    from rlbench.data.splits import prepare_data
+    from rlbench.harness.workspace import build_workspace, load_workspace_task, read_jsonl
+    from rlbench.models.zoo import resolve_model
+    from rlbench.tasks.registry import load_task, task_dir
+
+    task = load_task(TINY)
+    data = prepare_data(task, task_dir(TINY))
+    ws = build_workspace(tmp_path / "ws", task, task_dir(TINY), Path(resolve_model(task.model.base).location),
+                         data.splits["train"], data.splits["dev"]).root
+    names = {p.relative_to(ws).as_posix() for p in ws.rglob("*")}
+    assert {"description.md", "task.json", "grade", "data/train.jsonl", "data/dev.jsonl", "model/config.json"} <= names
+    public = json.loads((ws / "task.json").read_text())
+    assert "seed" not in public["data"] and "generator" not in public["data"]
+    text = "\n".join(p.read_text(errors="ignore") for p in ws.rglob("*") if p.is_file() and p.suffix != ".safetensors")
+    hidden = [it["prompt"] for s in ("test", "heldout") for it in data.splits[s]]
+    visible = {it["prompt"] for s in ("train", "dev") for it in data.splits[s]}
+    assert not [h for h in hidden if h in visible]
+    assert all(f'"{h}"' not in text for h in hidden)
+    wtask = load_workspace_task(ws)
+    assert wtask.reward.name == task.reward.name and Path(wtask.model.base) == ws / "model"
+    assert read_jsonl(ws / "data" / "dev.jsonl") == data.splits["dev"]
+    with pytest.raises(FileExistsError):
+        build_workspace(ws, task, task_dir(TINY), ws / "model", [], [])
+
+
+def test_grading_server_validates_and_caps(tmp_path):
+    from rlbench.grading.server import GradingServer, request
+    from rlbench.models.zoo import resolve_model
+
+    base = Path(resolve_model("arith-tiny").location)
+    ws = tmp_path / "ws"
+    shutil.copytree(base, ws / "model")
+    shutil.copytree(base, ws / "good")
+    (ws / "notes").mkdir()
+    os.symlink(base, ws / "link_to_base")
+    calls = []
+
+    def dev_score(path):
+        calls.append(path)
+        return {"pass_at_1": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    server = GradingServer(cell, ws, base, budget_s=60, max_submissions=4, dev_score=dev_score).start()
+    try:
+        addr = str(server.socket_path)
+        ok = request(addr, {"op": "submit", "path": "/workspace/good"})
+        assert ok["ok"] and ok["dev"] == 0.5 and ok["submissions_left"] == 3
+        assert calls and Path(calls[0]).parent == cell / "submissions"  # scored on the harness copy
+        refused = [request(addr, {"op": "submit", "path": p}) for p in ("notes", "link_to_base", "missing")]
+        assert not any(r["ok"] for r in refused)
+        assert "from_pretrained" in refused[0]["reason"] or "config" in refused[0]["reason"]
+        assert "not inside the workspace" in refused[1]["reason"]
+        capped = request(addr, {"op": "submit", "path": "good"})
+        assert not capped["ok"] and "limit" in capped["error"]
+        st = request(addr, {"op": "status"})
+        assert st["submissions_left"] == 0 and len(st["submissions"]) == 4 and 0 < st["remaining_s"] <= 60
+        assert not [k for sub in st["submissions"] for k in sub if "test" in k or "heldout" in k]
+        assert str(cell) not in json.dumps(st) and str(ws) not in json.dumps(st)
+        assert request(addr, {"op": "nonsense"})["ok"] is False
+        lines = (cell / "submissions.jsonl").read_text().splitlines()
+        assert len(lines) == 4 and server.choose()["index"] == 1
+    finally:
+        server.close()
+
+
+# cells (Ray) ---------------------------------------------------------------------------------
+@needs_bwrap
+def test_null_cell_scores_zero_gain_and_records_everything(tmp_path, ray_cluster):
+    r = _cell(tmp_path, "null")
+    assert r["status"] == "ok" and r["sandboxed"] is True, r
+    assert r["gains"]["test"]["abs"] == 0 and r["gains"]["heldout"]["abs"] == 0
+    assert r["scores"]["test"]["pass_at_1"] == r["baseline"]["test"]["pass_at_1"]
+    cell = Path(r["cell_dir"])
+    saved = json.loads((cell / "result.json").read_text())
+    assert saved["status"] == "ok" and saved["submissions"]["valid"] == 1
+    steps = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()]
+    assert [s["tool"] for s in steps] == ["submit"] and steps[0]["ok"]
+    assert (cell / "snapshots.git" / "HEAD").exists() and (cell / "submissions" / "001" / "config.json").exists()
+
+
+@needs_bwrap
+def test_attacks_fail_cleanly_and_expose_nothing(tmp_path, ray_cluster):
+    test_file, _ = _hidden_paths()
+    other = tmp_path / "other_cell"
+    other.mkdir()
+    r = _cell(tmp_path, "hostile_agents:Attacker",
+              agent_options={"hidden_file": str(next(test_file.rglob("*.arrow"))), "hidden_dir": str(test_file),
+                             "outside_file": str(other / "pwned.txt")},
+              limits=SandboxConfig(disk_gb=0.2, max_processes=128))
+    assert r["status"] == "no_submission", r
+    cell = Path(r["cell_dir"])
+    steps = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()]
+    assert len(steps) == 5 and not any(s["ok"] for s in steps[:3])
+    by = dict(zip(["read_hidden", "write_outside", "network", "fork_bomb", "fill_disk"], steps))
+    assert "No such file" in by["read_hidden"]["result"]["stderr"]
+    assert not (other / "pwned.txt").exists() and not (cell / "escape").exists()
+    assert "Resource temporarily unavailable" in by["fork_bomb"]["result"]["stderr"]
+    assert by["fill_disk"]["result"]["killed"] in ("disk_quota",) or "File size" in by["fill_disk"]["result"]["stderr"]
+    from rlbench.data.splits import prepare_data
+    from rlbench.tasks.registry import load_task, task_dir
+
+    hidden = prepare_data(load_task(TINY), task_dir(TINY)).splits["test"]
+    traj = (cell / "trajectory.jsonl").read_text()
+    assert not any(f"{it['prompt']}" in traj for it in hidden if len(it["prompt"]) > 5)
+
+
+@needs_bwrap
+def test_bad_submissions_are_refused_with_reasons(tmp_path, ray_cluster):
+    r = _cell(tmp_path, "hostile_agents:BadSubmitter")
+    assert r["status"] == "invalid_submission", r
+    reasons = {x["index"]: x["reason"] for x in r["submissions"]["refused"]}
+    assert len(reasons) == 5 and r["submissions"]["valid"] == 0
+    assert "NaN" in reasons[1]
+    assert "architecture family" in reasons[2]
+    assert "tokenizer differs" in reasons[3]
+    assert "does not load" in reasons[4]
+    assert "outside the workspace" in reasons[5]
+    steps = [json.loads(l) for l in (Path(r["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
+    assert "limit reached" in steps[-1]["result"]["error"]  # the task allows five
+    assert "scores" not in r
+
+
+@needs_bwrap
+def test_budget_overrun_and_stubborn_agent(tmp_path, ray_cluster):
+    t0 = time.monotonic()
+    r = _cell(tmp_path, "hostile_agents:Overrunner", budget_s=6)
+    assert r["status"] == "budget_exceeded" and time.monotonic() - t0 < 120, r
+    step = json.loads((Path(r["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()[0])
+    assert step["result"]["killed"] == "timeout"
+    r = _cell(tmp_path, "hostile_agents:Stubborn", budget_s=4, grace_s=2)
+    assert r["status"] == "budget_exceeded" and "did not return" in r["reason"], r
+
+
+@needs_bwrap
+def test_killed_or_raising_agent_is_crashed_not_hung(tmp_path, ray_cluster):
+    r = _cell(tmp_path, "hostile_agents:Raiser")
+    assert r["status"] == "crashed" and "ValueError" in r["reason"] and "agent bug" in r["reason"], r
+
+    def killer():
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            for ws in (tmp_path / "results" / "cells").glob("Sleeper-*/workspace"):
+                if (ws / "started").exists():
+                    actor = ray_cluster.get_actor(f"agent-{ws.parent.name}")
+                    ray_cluster.kill(actor)
+                    return
+            time.sleep(0.5)
+
+    th = threading.Thread(target=killer, daemon=True)
+    th.start()
+    t0 = time.monotonic()
+    r = _cell(tmp_path, "hostile_agents:Sleeper", budget_s=300)
+    assert r["status"] == "crashed" and "died" in r["reason"] and time.monotonic() - t0 < 100, r
+    assert json.loads((Path(r["cell_dir"]) / "result.json").read_text())["status"] == "crashed"
+
+
+@needs_bwrap
+def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_cluster):
+    attempts = [{"steps": 1, "lr": -1.0},  # an invalid setting: the run fails, the agent retries
+                {"steps": 12, "batch_prompts": 4, "group_size": 4, "eval_every": 0}]
+    r = _cell(tmp_path, "reference", agent_options={"attempts": attempts, "reserve_s": 5})
+    assert r["status"] == "ok" and r["sandboxed"], r
+    cell = Path(r["cell_dir"])
+    steps = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()]
+    tools = [s["tool"] for s in steps]
+    assert tools == ["read", "write", "exec", "exec", "read", "submit"], tools
+    assert not steps[2]["ok"] and "lr" in steps[2]["result"]["stderr"]
+    assert steps[3]["ok"] and steps[-1]["args"]["path"] == "runs/attempt2/checkpoint"
+    assert (cell / "workspace" / "runs" / "attempt2" / "steps.jsonl").exists()
+    from rlbench.harness.record import Snapshots
+
+    log = Snapshots(cell / "snapshots.git", cell / "workspace").log()
+    assert any(": write" in line for line in log) and len(log) >= 3
+    assert r["submissions"]["chosen"] == 1 and "test" in r["gains"]
