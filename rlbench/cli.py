@@ -271,12 +271,16 @@ def run_cmd(
 
     set_quiet(quiet)
     from rlbench.agents.base import resolve_agent
+    from rlbench.sandbox import SandboxUnavailable, bwrap_path
 
     try:
         cells = expand(load_run_spec(overrides or []))
         for agent in sorted({c.agent for c in cells}):
             resolve_agent(agent)  # an unknown agent fails here, before any cell starts
-    except ConfigError as exc:
+        if any(c.sandbox == "bwrap" for c in cells) and bwrap_path() is None:
+            raise SandboxUnavailable("bubblewrap (bwrap) is not installed: run `make setup`, or pass sandbox=none "
+                                     "to run unsandboxed (every result is then marked so)")
+    except (ConfigError, SandboxUnavailable) as exc:
         _fail(exc)
     results = []
     for cell in cells:

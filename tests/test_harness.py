@@ -92,6 +92,12 @@ def test_sandbox_refuses_to_run_without_bwrap(tmp_path, monkeypatch):
         Sandbox(tmp_path, SandboxConfig(), cell_budget_s=10)
     r = Sandbox(tmp_path, SandboxConfig(mode="none"), cell_budget_s=10).run("echo plain", timeout=10)
     assert r.stdout.strip() == "plain"
+    import rlbench.harness.cell as cell
+
+    monkeypatch.setattr(cell, "bwrap_path", lambda: None)
+    with pytest.raises(SandboxUnavailable, match="sandbox=none"):
+        cell.run_cell(cell.CellConfig(agent="null", task=TINY, results=str(tmp_path / "res")))
+    assert not (tmp_path / "res").exists()  # refused before any cell folder exists
 
 
 def test_workspace_holds_only_visible_things(tmp_path):

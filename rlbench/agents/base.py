@@ -4,6 +4,7 @@ code; everything it does to the workspace goes through the sandboxed tools and i
 
 from __future__ import annotations
 
+import abc
 import importlib
 from typing import Any
 
@@ -15,14 +16,15 @@ BUILTIN = {
 }
 
 
-class Agent:
+class Agent(abc.ABC):
     name = "agent"
 
     def __init__(self, **options: Any):
         self.options = options
 
+    @abc.abstractmethod
     def run(self, description: str, tools: Any) -> None:
-        raise NotImplementedError(f"{type(self).__name__}.run")
+        """Work on the task through `tools` (a rlbench.harness.tools.ToolBox) until done."""
 
 
 def resolve_agent(spec: str, options: dict[str, Any] | None = None) -> Agent:

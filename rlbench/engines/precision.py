@@ -10,7 +10,7 @@ evaluates in fp32, so a pipeline's precision never changes how a checkpoint is g
 
 The default everywhere is still fp32: reference GRPO on arith-grpo (seeds 0, 1, 2) in bf16 gained
 about as much on test (+26.2, +24.5, +21.1 points) but far less on heldout (+4.1, +3.8, +10.2
-against fp32's +19.0, +17.8, +12.1), so bf16 is an opt-in for speed, not a free lunch.
+against fp32's +19.0, +19.7, +12.7), so bf16 is an opt-in for speed, not a free lunch.
 """
 
 from __future__ import annotations

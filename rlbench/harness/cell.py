@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.config.core import check, to_dict
+from rlbench.harness.record import read_trajectory
 from rlbench.io import atomic_write_json
 from rlbench.progress import info
-from rlbench.sandbox.runner import SandboxConfig
+from rlbench.sandbox.runner import SandboxConfig, SandboxUnavailable, bwrap_path
 
 STATUSES = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "crashed")
 
@@ -42,6 +43,7 @@ class CellConfig:
     agent_cpus: float = 1.0  # Ray resources of the agent process
     agent_options: dict[str, Any] = field(default_factory=dict)
     max_checkpoint_mb: int = 2048
+    heartbeat_s: float = 30.0  # how often the driver prints the agent's progress
     device: str = "cpu"
 
     def validate(self) -> None:
@@ -106,6 +108,9 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
 
     cfg.validate()
     cfg.limits.mode = cfg.sandbox
+    if cfg.sandbox == "bwrap" and bwrap_path() is None:  # refuse before anything exists, never run open
+        raise SandboxUnavailable("bubblewrap (bwrap) is not installed: run `make setup` (it installs the Debian "
+                                 "package `bubblewrap`), or pass sandbox=none to run unsandboxed (results are marked so)")
     task = load_task(cfg.task)
     budget_s = cfg.budget_s or float(task.budget.wall_seconds)
     cell_id = _cell_id(cfg)
@@ -196,7 +201,16 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
                                      budget_s, cpus)
     ref = host.run.remote(cfg.agent, {"seed": cfg.seed, **dict(cfg.agent_options)})
     try:
-        summary = ray.get(ref, timeout=max(1.0, grader.remaining_s() + cfg.grace_s))
+        deadline = time.monotonic() + grader.remaining_s() + cfg.grace_s
+        while True:  # a heartbeat line while the agent works, from what the harness records
+            ready, _ = ray.wait([ref], timeout=min(cfg.heartbeat_s, max(0.1, deadline - time.monotonic())))
+            if ready or time.monotonic() >= deadline:
+                break
+            steps = read_trajectory(cell_dir / "trajectory.jsonl")
+            last = f"; last tool: {steps[-1]['tool']} ({steps[-1]['seconds']:.0f} s)" if steps else ""
+            info(f"cell {cell_dir.name}: {grader.used_s():.0f} of {budget_s:.0f} s used, {len(steps)} tool calls, "
+                 f"{len(grader.submissions)} submissions{last}")
+        summary = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
         status = "budget_exceeded" if summary.get("budget_hit") else ""
         reason = "the agent's commands ran into the end of the budget" if status else ""
         return summary, status, reason

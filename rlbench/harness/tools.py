@@ -9,6 +9,7 @@ Results are plain dicts, so an LLM agent can show them to its model as JSON.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
@@ -144,7 +145,5 @@ def _give_to_sandbox(*paths: Path) -> None:
     from rlbench.harness.workspace import SANDBOX_UID
 
     for p in paths:
-        try:
+        with contextlib.suppress(OSError):  # a file the agent already removed
             os.chown(p, SANDBOX_UID, SANDBOX_UID)
-        except OSError:
-            pass

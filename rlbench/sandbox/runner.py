@@ -18,6 +18,7 @@ isolation; the harness marks every result it produces as unsandboxed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -277,10 +278,8 @@ class Sandbox:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _cuda_visible() -> bool:
