@@ -261,35 +261,34 @@ def _cells_table(results: list[dict]) -> Table:
 @app.command("run")
 def run_cmd(
     overrides: Optional[List[str]] = OverridesArg,
+    config: Optional[Path] = typer.Option(None, "--config", help="A suite YAML (ray_configs/suite-arith.yaml)."),
     quiet: bool = QuietOpt,
 ) -> None:
-    """Run benchmark cells: `rlbench run agent=reference task=arith-grpo seed=0` (one cell), or
-    `agents=[null,reference] seeds=[0,1]` (every combination, one after another). `sandbox=none`
+    """Run benchmark cells as a suite on Ray: `rlbench run agent=reference task=arith-grpo seed=0`
+    (one cell), `"agents=[null,reference]" "seeds=[0,1,2]"` (every combination, in parallel as far
+    as `cell_cpus` allows), `resume=SUITE_DIR` (finish a suite that was stopped). `sandbox=none`
     runs without bubblewrap and marks the results unsandboxed."""
-    from rlbench.harness.suite import expand, load_run_spec
-    from rlbench.harness.cell import run_cell
-
-    set_quiet(quiet)
     from rlbench.agents.base import resolve_agent
+    from rlbench.orchestration.suite import expand, load_run_spec, open_suite, run_suite
     from rlbench.sandbox import SandboxUnavailable, bwrap_path
 
+    set_quiet(quiet)
     try:
-        cells = expand(load_run_spec(overrides or []))
+        spec = load_run_spec(overrides or [], str(config) if config else None)
+        cells = expand(spec if not spec.resume else open_suite(spec)[1])
         for agent in sorted({c.agent for c in cells}):
             resolve_agent(agent)  # an unknown agent fails here, before any cell starts
         if any(c.sandbox == "bwrap" for c in cells) and bwrap_path() is None:
             raise SandboxUnavailable("bubblewrap (bwrap) is not installed: run `make setup`, or pass sandbox=none "
                                      "to run unsandboxed (every result is then marked so)")
+        suite_dir, results = run_suite(spec)
     except (ConfigError, SandboxUnavailable) as exc:
         _fail(exc)
-    results = []
-    for cell in cells:
-        result = run_cell(cell)
-        results.append(result)
-        out.print(f"{result['cell']}: {result['status']}" + (f" ({result['reason']})" if result["reason"] else "")
-                  + f"; {result['cell_dir']}/result.json", highlight=False)
+    for r in results:
+        out.print(f"{r['cell']}: {r['status']}" + (f" ({r['reason']})" if r.get("reason") else ""), highlight=False)
     out.print(_cells_table(results))
-    if any(r["status"] == "crashed" and r["reason"].startswith("harness:") for r in results):
+    out.print(f"suite: {suite_dir} (results.json; resume with resume={suite_dir})", highlight=False)
+    if any(r["status"] == "crashed" and str(r.get("reason", "")).startswith("harness:") for r in results):
         raise typer.Exit(1)
 
 

@@ -63,7 +63,7 @@ def test_baseline_prints_table_and_writes_json(tmp_path):
 def test_run_one_cell_prints_its_result(tmp_path):
     proc = run("run", "agent=null", "task=arith-tiny", f"results={tmp_path}", "sandbox=none", "--quiet")
     assert "null" in proc.stdout and " ok " in proc.stdout and "no" in proc.stdout  # unsandboxed, said so
-    result = json.loads(next(tmp_path.glob("cells/*/result.json")).read_text())
+    result = json.loads(next(tmp_path.glob("suites/*/cells/*/result.json")).read_text())
     assert result["status"] == "ok" and result["sandboxed"] is False and result["gains"]["test"]["abs"] == 0
     bad = run("run", "agent=nobody", "task=arith-tiny", f"results={tmp_path}", check=False)
     assert bad.returncode == 2 and "unknown agent 'nobody'" in bad.stdout + bad.stderr

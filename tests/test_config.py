@@ -52,7 +52,7 @@ def test_overrides_apply():
 
 
 def test_null_stays_a_name_where_the_field_is_a_string():
-    from rlbench.harness.suite import expand, load_run_spec
+    from rlbench.orchestration.suite import expand, load_run_spec
 
     spec = load_run_spec(["agent=null", "agents=[null,reference]", "seeds=[0,2]", "sandbox=none"])
     assert spec.agent == "null" and spec.agents == ["null", "reference"]

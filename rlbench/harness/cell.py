@@ -42,6 +42,7 @@ class CellConfig:
     grace_s: float = 30.0  # after the budget, how long the agent gets to return before it is stopped
     agent_cpus: float = 1.0  # Ray resources of the agent process
     agent_options: dict[str, Any] = field(default_factory=dict)
+    cell_dir: str = ""  # set by a suite: the cell's folder (must not exist); empty: results/cells/<id>
     max_checkpoint_mb: int = 2048
     heartbeat_s: float = 30.0  # how often the driver prints the agent's progress
     device: str = "cpu"
@@ -82,6 +83,16 @@ class AgentHost:
         return True
 
 
+def _node_id() -> str:
+    """The Ray node this cell's driver runs on ('' outside Ray)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+    except Exception:  # noqa: BLE001 - bookkeeping only
+        return ""
+
+
 def _ensure_ray(cpus: float) -> None:
     import ray
 
@@ -113,13 +124,17 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
                                  "package `bubblewrap`), or pass sandbox=none to run unsandboxed (results are marked so)")
     task = load_task(cfg.task)
     budget_s = cfg.budget_s or float(task.budget.wall_seconds)
-    cell_id = _cell_id(cfg)
-    cell_dir = results_root(cfg) / "cells" / cell_id
-    n = 1
-    while cell_dir.exists():
-        n += 1
-        cell_dir = cell_dir.with_name(f"{cell_id}-{n}")
-    cell_dir.mkdir(parents=True)
+    if cfg.cell_dir:
+        cell_dir = Path(cfg.cell_dir)
+        cell_dir.mkdir(parents=True)  # a suite hands out a fresh folder; never reuse a workspace
+    else:
+        cell_id = _cell_id(cfg)
+        cell_dir = results_root(cfg) / "cells" / cell_id
+        n = 1
+        while cell_dir.exists():
+            n += 1
+            cell_dir = cell_dir.with_name(f"{cell_id}-{n}")
+        cell_dir.mkdir(parents=True)
     cell_dir = cell_dir.resolve()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     result: dict[str, Any] = {"cell": cell_dir.name, "agent": cfg.agent, "task": task.name, "task_version": task.version,
@@ -182,6 +197,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         result["cell_seconds"] = round(time.monotonic() - t0, 1)
         result["cell_dir"] = str(cell_dir)
+        result["node"] = _node_id()
         atomic_write_json(cell_dir / "result.json", result)
     return result
 

@@ -1,0 +1,1 @@
+"""Suites of cells on a Ray cluster: expand the matrix, run cells in parallel, resume."""

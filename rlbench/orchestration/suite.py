@@ -1,0 +1,179 @@
+"""A suite: the matrix of cells `rlbench run` expands, run in parallel on Ray, resumable.
+
+`agent`, `task`, `seed` name one cell; `agents`, `tasks`, `seeds` (lists) expand to every
+combination. Each cell runs as a Ray task that reserves `cell_cpus` (and `cell_gpus`); the agent
+process inside it takes no extra reservation, so the cluster's resources bound how many cells run
+at once. Everything lands in one suite folder:
+
+    SUITE_DIR/suite.json          the spec and the cell list (written first)
+    SUITE_DIR/cells/<key>/        one folder per cell (key: agent-task-sSEED), result.json inside
+    SUITE_DIR/results.json        every cell's result, when the suite ends
+
+`resume=SUITE_DIR` reads suite.json, keeps every cell whose result.json has a final status, moves
+unfinished or crashed cells aside (`<key>.attempt-N`, for the record) and runs them again from a
+fresh workspace. Cells are deterministic given their seed, so a killed-and-resumed suite ends with
+the same table as one that ran through.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from rlbench.config.core import ConfigError, check, load_config, to_dict
+from rlbench.harness.cell import CellConfig, results_root, run_cell
+from rlbench.io import atomic_write_json, read_json
+from rlbench.progress import info
+
+FINAL = ("ok", "no_submission", "invalid_submission", "budget_exceeded")
+
+
+@dataclass
+class RunSpec(CellConfig):
+    agents: list[str] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    suite: str = ""  # the suite's name; empty: a timestamp
+    resume: str = ""  # a suite folder to finish
+    cell_cpus: float = 2.0  # Ray resources each cell reserves (its agent's commands run inside them)
+    cell_gpus: float = 0.0
+    rerun_crashed: bool = True  # on resume, also rerun cells that ended `crashed`
+
+    def validate(self) -> None:
+        super().validate()
+        check(self.cell_cpus > 0, "cell_cpus", self.cell_cpus, "> 0")
+        check(self.cell_gpus >= 0, "cell_gpus", self.cell_gpus, ">= 0")
+
+
+def load_run_spec(overrides: Iterable[str], config_file: str | None = None) -> RunSpec:
+    """Defaults, then a suite YAML (e.g. ray_configs/suite-arith.yaml), then key=value overrides."""
+    return load_config(RunSpec, config_file, overrides=overrides, source_name=config_file or "rlbench run")
+
+
+def cell_key(cell: CellConfig) -> str:
+    agent = re.sub(r"[^A-Za-z0-9_.-]+", "_", cell.agent.split(":")[-1])
+    return f"{agent}-{cell.task}-s{cell.seed}"
+
+
+def expand(spec: RunSpec) -> list[CellConfig]:
+    cells = []
+    base = {k: copy.deepcopy(getattr(spec, k)) for k in CellConfig.__dataclass_fields__}
+    for agent in spec.agents or [spec.agent]:
+        for task in spec.tasks or [spec.task]:
+            for seed in spec.seeds or [spec.seed]:
+                cell = CellConfig(**{**base, "agent": agent, "task": task, "seed": seed})
+                cell.validate()
+                cells.append(cell)
+    keys = [cell_key(c) for c in cells]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"the suite names the same cell twice: {sorted(k for k in keys if keys.count(k) > 1)}")
+    return cells
+
+
+def _run_cell_task(cell: dict[str, Any]) -> dict[str, Any]:
+    from rlbench.harness.cell import CellConfig as _Cell
+    from rlbench.sandbox.runner import SandboxConfig
+
+    limits = SandboxConfig(**cell.pop("limits"))
+    return run_cell(_Cell(**cell, limits=limits))
+
+
+def _finished(cell_dir: Path, rerun_crashed: bool) -> dict[str, Any] | None:
+    path = cell_dir / "result.json"
+    if not path.is_file():
+        return None
+    try:
+        result = read_json(path)
+    except (OSError, ValueError):
+        return None
+    status = result.get("status")
+    if status in FINAL or (status == "crashed" and not rerun_crashed):
+        return result
+    return None
+
+
+def _set_aside(cell_dir: Path) -> None:
+    n = 1
+    while cell_dir.with_name(f"{cell_dir.name}.attempt-{n}").exists():
+        n += 1
+    cell_dir.rename(cell_dir.with_name(f"{cell_dir.name}.attempt-{n}"))
+
+
+def open_suite(spec: RunSpec) -> tuple[Path, RunSpec]:
+    """The suite folder and the spec it runs: a new one, or the one saved in `resume`."""
+    if spec.resume:
+        suite_dir = Path(spec.resume)
+        saved = suite_dir / "suite.json"
+        if not saved.is_file():
+            raise ConfigError(f"resume={spec.resume}: no suite.json there (is it a suite folder?)")
+        stored = read_json(saved)["spec"]
+        stored.update(resume=str(suite_dir), rerun_crashed=spec.rerun_crashed)
+        return suite_dir, load_config(RunSpec, stored, source_name=str(saved))
+    name = spec.suite or time.strftime("suite-%Y%m%d-%H%M%S")
+    suite_dir = results_root(spec) / "suites" / name
+    if suite_dir.exists():
+        raise ConfigError(f"suite folder {suite_dir} exists; pick another suite= name or resume={suite_dir}")
+    suite_dir.mkdir(parents=True)
+    return suite_dir, spec
+
+
+def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
+    """Run (or finish) a suite; returns its folder and every cell's result, in matrix order."""
+    import ray
+
+    suite_dir, spec = open_suite(spec)
+    suite_dir = suite_dir.resolve()
+    cells = expand(spec)
+    keys = [cell_key(c) for c in cells]
+    atomic_write_json(suite_dir / "suite.json", {"spec": to_dict(spec), "cells": keys})
+    results: dict[str, dict[str, Any]] = {}
+    todo = []
+    for key, cell in zip(keys, cells):
+        cell_dir = suite_dir / "cells" / key
+        done = _finished(cell_dir, spec.rerun_crashed)
+        if done is not None:
+            results[key] = done
+            continue
+        if cell_dir.exists():
+            _set_aside(cell_dir)
+        cell.cell_dir = str(cell_dir)
+        cell.agent_cpus = 0.0  # the cell's reservation covers its agent
+        todo.append((key, cell))
+    if results:
+        info(f"suite {suite_dir.name}: {len(results)} of {len(keys)} cells already finished, kept")
+    if todo:
+        if not ray.is_initialized():  # RAY_ADDRESS joins a cluster; else an embedded one on this machine
+            from rlbench.progress import quiet
+
+            # cells print their progress in Ray workers; the driver shows it unless quiet
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": not quiet()}
+            if not os.environ.get("RAY_ADDRESS"):
+                kwargs["num_cpus"] = os.cpu_count() or 2
+            ray.init(**kwargs)
+        remote = ray.remote(num_cpus=spec.cell_cpus, num_gpus=spec.cell_gpus, max_retries=0)(_run_cell_task)
+        by_key = dict(todo)
+        pending = {remote.remote({**to_dict(cell), "limits": to_dict(cell.limits)}): key for key, cell in todo}
+        info(f"suite {suite_dir.name}: running {len(pending)} cells ({spec.cell_cpus:g} CPUs each) in {suite_dir}")
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=spec.heartbeat_s)
+            if not ready:
+                info(f"suite {suite_dir.name}: {len(results)} of {len(keys)} done, {len(pending)} running or queued")
+                continue
+            key = pending.pop(ready[0])
+            try:
+                results[key] = ray.get(ready[0])
+            except Exception as exc:  # noqa: BLE001 - the cell's own result.json says what it could
+                c = by_key[key]
+                results[key] = _finished(suite_dir / "cells" / key, False) or {
+                    "cell": key, "agent": c.agent, "task": c.task, "seed": c.seed, "sandboxed": c.sandbox == "bwrap",
+                    "status": "crashed", "reason": f"cell task failed: {type(exc).__name__}: {exc}"[:500]}
+            r = results[key]
+            info(f"suite {suite_dir.name}: {key}: {r['status']} ({len(results)} of {len(keys)} done)")
+    ordered = [results[k] for k in keys]
+    atomic_write_json(suite_dir / "results.json", ordered)
+    return suite_dir, ordered

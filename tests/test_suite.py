@@ -1,0 +1,107 @@
+"""Suites: the matrix on Ray, spread over nodes, and killed then resumed to the same table."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import rlbench_cmd
+from rlbench.sandbox import bwrap_path
+
+pytestmark = pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
+CELLS = ["null-arith-tiny-s0", "null-arith-tiny-s1", "reference-arith-tiny-s0", "reference-arith-tiny-s1"]
+TINY_REF = '{"attempts": [{"steps": 6, "batch_prompts": 4, "group_size": 4, "eval_every": 0}], "reserve_s": 5}'
+
+
+def _suite_args(results: Path, name: str) -> list[str]:
+    return ["run", "agents=[null,reference]", "task=arith-tiny", "seeds=[0,1]", f"results={results}", f"suite={name}",
+            "cell_cpus=1", f"agent_options={TINY_REF}", "--quiet"]
+
+
+def _table(suite_dir: Path) -> dict[str, tuple]:
+    rows = json.loads((suite_dir / "results.json").read_text())
+    return {r["cell"]: (r["status"], r["scores"]["test"]["pass_at_1"], r["scores"]["heldout"]["pass_at_1"])
+            for r in rows}
+
+
+def test_suite_killed_mid_run_resumes_to_the_same_table(tmp_path):
+    env = {**os.environ, "RLBENCH_QUIET": "1"}
+    straight = subprocess.run(rlbench_cmd() + _suite_args(tmp_path, "straight"), capture_output=True, text=True,
+                              env=env, timeout=900)
+    assert straight.returncode == 0, straight.stdout[-2000:] + straight.stderr[-2000:]
+    want = _table(tmp_path / "suites" / "straight")
+    assert sorted(want) == CELLS and all(v[0] == "ok" for v in want.values())
+
+    driver = subprocess.Popen(rlbench_cmd() + _suite_args(tmp_path, "killed"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    cells = tmp_path / "suites" / "killed" / "cells"
+
+    def statuses() -> dict[str, str]:
+        out = {}
+        for p in cells.glob("*/result.json"):
+            try:
+                out[p.parent.name] = json.loads(p.read_text()).get("status")
+            except ValueError:  # being replaced right now
+                out[p.parent.name] = "running"
+        return out
+
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:  # kill once one cell has finished and another is running
+        st = statuses()
+        if "ok" in st.values() and "running" in st.values():
+            break
+        time.sleep(0.2)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    time.sleep(3)  # Ray kills the dead driver's tasks
+    unfinished = sorted(k for k, v in statuses().items() if v == "running")
+    assert unfinished and not (tmp_path / "suites" / "killed" / "results.json").exists(), statuses()
+    resumed = subprocess.run(rlbench_cmd() + ["run", f"resume={tmp_path / 'suites' / 'killed'}", "--quiet"],
+                             capture_output=True, text=True, env=env, timeout=900)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert _table(tmp_path / "suites" / "killed") == want
+    for key in unfinished:  # set aside for the record, rerun from a fresh workspace
+        assert (cells / f"{key}.attempt-1").is_dir() and (cells / key / "result.json").is_file(), key
+
+
+def test_cells_spread_over_two_ray_nodes(tmp_path):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from rlbench.orchestration.suite import load_run_spec, run_suite
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        spec = load_run_spec(["agent=null", "task=arith-tiny", "seeds=[0,1]", f"results={tmp_path}", "suite=two",
+                              "cell_cpus=1"])
+        _, results = run_suite(spec)
+        assert [r["status"] for r in results] == ["ok", "ok"]
+        assert len({r["node"] for r in results}) == 2, [r["node"] for r in results]
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def test_ray_configs_cluster_job_and_suite_files_are_valid():
+    import yaml
+    from ray.autoscaler._private.util import prepare_config, validate_config
+    from ray.runtime_env import RuntimeEnv
+
+    from rlbench.orchestration.suite import expand, load_run_spec
+
+    root = Path(__file__).resolve().parent.parent / "ray_configs"
+    validate_config(prepare_config(yaml.safe_load((root / "cluster.yaml").read_text())))
+    env = RuntimeEnv(**yaml.safe_load((root / "job-runtime-env.yaml").read_text()))
+    assert ".venv" in env["excludes"] and "RLBENCH_RESULTS" in env["env_vars"]
+    cells = expand(load_run_spec(["seeds=[0]"], str(root / "suite-arith.yaml")))
+    assert [(c.agent, c.task, c.seed) for c in cells] == [("null", "arith-grpo", 0), ("reference", "arith-grpo", 0)]
