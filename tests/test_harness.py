@@ -276,3 +276,71 @@ def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_
     log = Snapshots(cell / "snapshots.git", cell / "workspace").log()
     assert any(": write" in line for line in log) and len(log) >= 3
     assert r["submissions"]["chosen"] == 1 and "test" in r["gains"]
+
+    again = _cell(tmp_path, "replay", agent_options={"trajectory": str(cell / "trajectory.jsonl")})
+    assert again["status"] == "ok" and again["scores"] == r["scores"], (again, r)  # a deterministic rerun
+    replayed = [json.loads(l) for l in (Path(again["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
+    assert [s["tool"] for s in replayed] == tools and replayed[1]["args"] == steps[1]["args"]
+
+
+@needs_bwrap
+def test_react_agent_completes_a_cell_through_a_scripted_openai_server(tmp_path, ray_cluster):
+    from scripted_llm import ScriptedLLM
+
+    script = [
+        {"status": 500},  # an API error: retried with backoff, recorded
+        {"tool": ("status", "{}")},
+        {"tool": ("exec", "{not json")},  # a malformed tool call: answered with an error, recorded
+        {"tool": ("read", json.dumps({"path": "description.md"}))},
+        {"tool": ("exec", json.dumps({"command": "python -c \"print('x' * 50000)\""}))},  # over-long result
+        {"content": "thinking " * 50, "finish_reason": "length"},  # an output cut at the limit
+        {"tool": ("teleport", "{}")},  # a tool that does not exist
+        {"tool": ("submit", json.dumps({"path": "model"}))},
+        {"tool": ("finish", json.dumps({"summary": "submitted the base model"}))},
+    ]
+    with ScriptedLLM(script) as llm:
+        r = _cell(tmp_path, "react", agent_options={"model": "scripted", "base_url": llm.base_url, "backoff_s": 0.1,
+                                                    "max_tool_result_chars": 2000})
+    assert r["status"] == "ok" and r["submissions"]["valid"] == 1, r
+    cell = Path(r["cell_dir"])
+    events = [json.loads(l) for l in (cell / "conversation.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    for kind in ("api_error", "malformed_tool_call", "tool_result_cut", "over_long_output", "unknown_tool"):
+        assert kind in kinds, (kind, kinds)
+    assert events[-1] == {**events[-1], "event": "stop", "why": "finish"}
+    tools_run = [json.loads(l)["tool"] for l in (cell / "trajectory.jsonl").read_text().splitlines()]
+    assert tools_run == ["status", "read", "exec", "submit"]
+    # what went back to the model: the tool results, the long one cut to the limit
+    tool_msgs = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(tool_msgs) == 6 and all(len(m["content"]) <= 2100 for m in tool_msgs)
+    assert "malformed arguments" in tool_msgs[1]["content"] and "unknown tool" in tool_msgs[4]["content"]
+    assert len(llm.requests) == len(script)
+
+
+def test_react_context_compaction_and_token_budget():
+    from collections import Counter
+
+    from rlbench.agents.react import ReactAgent, ReactConfig
+
+    class Log:
+        def __init__(self):
+            self.events = []
+
+        def log_event(self, e):
+            self.events.append(e)
+
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    for i in range(20):
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}", "type": "function",
+                                                                        "function": {"name": "exec", "arguments": "{}"}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": "y" * 500})
+    log, agent = Log(), ReactAgent()
+    cfg = ReactConfig(model="m", max_context_chars=3000, keep_recent_messages=5)
+    agent._compact(msgs, cfg, Counter(exec=20), log)
+    assert msgs[2]["role"] == "user" and "exec x20" in msgs[2]["content"]
+    assert msgs[3]["role"] == "assistant" and len(msgs) <= 9  # never a tool result without its call
+    assert log.events[0]["event"] == "compacted" and log.events[0]["dropped_messages"] >= 30
+    assert agent._over_budget(ReactConfig(model="m", max_tokens_total=100), {"prompt": 90, "completion": 20}, log)
+    assert not agent._over_budget(ReactConfig(model="m"), {"prompt": 90, "completion": 20}, log)
+    capped = ReactConfig(model="m", usd_per_1m_input=10.0, max_cost_usd=0.0005)
+    assert agent._over_budget(capped, {"prompt": 100, "completion": 0}, log)

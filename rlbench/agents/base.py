@@ -13,6 +13,8 @@ from rlbench.config.core import ConfigError
 BUILTIN = {
     "null": "rlbench.agents.null:NullAgent",
     "reference": "rlbench.agents.reference:ReferenceAgent",
+    "react": "rlbench.agents.react:ReactAgent",
+    "replay": "rlbench.agents.replay:ReplayAgent",
 }
 
 

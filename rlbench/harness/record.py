@@ -1,6 +1,6 @@
 """What the harness records of a cell while the agent works: the trajectory and code snapshots.
 
-`trajectory.jsonl`: one line per tool call (tool, arguments, result cut to a few KB, seconds, CPU
+`trajectory.jsonl`: one line per tool call (tool, arguments whole, result cut to a few KB, seconds, CPU
 seconds of the commands it ran, time since the start), flushed per line so a crash loses at most
 the call in flight. Snapshots: a git repository in the cell folder, outside the workspace and the
 sandbox, with the workspace as its work tree; one commit per tool call that changed files. Models,
@@ -35,9 +35,11 @@ class Trajectory:
         self.steps = sum(1 for _ in open(self.path)) if self.path.exists() else 0
 
     def add(self, record: dict[str, Any]) -> None:
+        """Results are cut to a few KB; arguments are kept whole, so a trajectory can be replayed."""
         self.steps += 1
+        kept = {k: (v if k == "args" else cut(v)) for k, v in record.items()}
         with open(self.path, "a") as f:
-            f.write(json.dumps({"step": self.steps, **cut(record)}) + "\n")
+            f.write(json.dumps({"step": self.steps, **kept}) + "\n")
 
 
 def read_trajectory(path: Path) -> list[dict[str, Any]]:

@@ -32,10 +32,16 @@ class ToolBox:
         self.sandbox = Sandbox(self.workspace, sandbox, budget_s, cpus, grader_socket=Path(grader_socket),
                                scratch=self.cell_dir / "scratch")
         self.trajectory = Trajectory(self.cell_dir / "trajectory.jsonl")
+        self._events = Trajectory(self.cell_dir / "conversation.jsonl")
         self.snapshots = Snapshots(self.cell_dir / "snapshots.git", self.workspace)
         self.calls = 0
         self.budget_hit = False
         self._py = 0
+
+    def log_event(self, record: dict[str, Any]) -> None:
+        """An agent's own record (LLM messages, API failures) beside the trajectory:
+        conversation.jsonl in the cell folder, outside the workspace."""
+        self._events.add({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **record})
 
     # budget -----------------------------------------------------------------------------------
     def remaining(self) -> float:
@@ -73,17 +79,7 @@ class ToolBox:
     # tools ------------------------------------------------------------------------------------
     def exec(self, command: str, timeout: float | None = None) -> dict[str, Any]:
         """Run a shell command in the sandbox, in the workspace; killed at the budget's end."""
-        t0, cpu0, args = time.monotonic(), _children_cpu(), {"command": command, "timeout": timeout}
-        left = self.remaining()
-        if left <= 0:
-            return self._spent("exec", args, t0, cpu0)
-        limit = min(left, timeout) if timeout else left
-        r = self.sandbox.run(command, timeout=limit)
-        if r.killed == "timeout" and limit >= left:
-            self.budget_hit = True
-        result = {"ok": r.ok, "returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr,
-                  "seconds": round(r.seconds, 2), "killed": r.killed, "truncated": r.truncated}
-        return self._record("exec", args, result, t0, cpu0, True)
+        return self._sandboxed("exec", {"command": command, "timeout": timeout}, command, timeout)
 
     def python(self, code: str, timeout: float | None = None) -> dict[str, Any]:
         """Run Python code in the sandbox (saved under .rlbench/tool/ in the workspace)."""
@@ -94,7 +90,20 @@ class ToolBox:
         script.write_text(code)
         _give_to_sandbox(folder.parent, folder, script)
         rel = script.relative_to(self.workspace)
-        return self.exec(f"python {self.sandbox.root}/{rel}", timeout=timeout)
+        return self._sandboxed("python", {"code": code, "timeout": timeout}, f"python {self.sandbox.root}/{rel}", timeout)
+
+    def _sandboxed(self, tool: str, args: dict[str, Any], command: str, timeout: float | None) -> dict[str, Any]:
+        t0, cpu0 = time.monotonic(), _children_cpu()
+        left = self.remaining()
+        if left <= 0:
+            return self._spent(tool, args, t0, cpu0)
+        limit = min(left, timeout) if timeout else left
+        r = self.sandbox.run(command, timeout=limit)
+        if r.killed == "timeout" and limit >= left:
+            self.budget_hit = True
+        result = {"ok": r.ok, "returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr,
+                  "seconds": round(r.seconds, 2), "killed": r.killed, "truncated": r.truncated}
+        return self._record(tool, args, result, t0, cpu0, True)
 
     def read(self, path: str, max_bytes: int = READ_LIMIT) -> dict[str, Any]:
         t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path}

@@ -1,0 +1,214 @@
+"""`react`: a tool-calling LLM agent over the harness tools, for any OpenAI-compatible endpoint.
+
+The model sees the task description and six tools (exec, python, read, write, submit, status)
+plus `finish`. Every request and reply goes to the cell's conversation.jsonl; API errors are
+retried with exponential backoff and recorded; malformed tool calls, unknown tools and bad
+arguments are answered with an error the model can read, and recorded; tool results are cut to
+`max_tool_result_chars`; when the conversation grows past `max_context_chars` the oldest turns are
+replaced by a summary of the tool calls they made. A token budget (and an optional cost budget)
+per cell stops the loop. Config comes from `agent_options` (`agent_options.model=...`); the key is
+read from the environment variable `api_key_env`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from rlbench.agents.base import Agent
+from rlbench.config.core import check, load_config
+
+SYSTEM = """You are an RL engineer working alone in a sandboxed workspace with no network. Improve the
+base model on the task described by the user, within the budget, using the tools. Submit checkpoint
+folders with `submit` (you get the dev score back); the harness grades your best submission on
+hidden splits after you call `finish`. Keep tool calls purposeful; read logs when a run fails."""
+
+
+def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description,
+                                             "parameters": {"type": "object", "properties": props,
+                                                            "required": required}}}
+
+
+TOOL_SPECS = [
+    _fn("exec", "Run a shell command in the workspace (sandboxed).",
+        {"command": {"type": "string"}, "timeout": {"type": "number", "description": "seconds"}}, ["command"]),
+    _fn("python", "Run Python code in the workspace (sandboxed).",
+        {"code": {"type": "string"}, "timeout": {"type": "number"}}, ["code"]),
+    _fn("read", "Read a file, or list a folder, inside the workspace.", {"path": {"type": "string"}}, ["path"]),
+    _fn("write", "Write a text file inside the workspace.",
+        {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"]),
+    _fn("submit", "Submit a checkpoint folder; answers with its dev score.", {"path": {"type": "string"}}, ["path"]),
+    _fn("status", "Budget used and left, submissions so far.", {}, []),
+    _fn("finish", "End the run (the harness then grades your best submission).",
+        {"summary": {"type": "string"}}, []),
+]
+TOOLS = {"exec", "python", "read", "write", "submit", "status"}
+
+
+@dataclass
+class ReactConfig:
+    provider: str = "openai"  # any OpenAI-compatible chat-completions endpoint
+    model: str = ""
+    base_url: str = ""  # empty: the client's default
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_output_tokens: int = 4096
+    max_turns: int = 200
+    max_tokens_total: int = 2_000_000  # prompt + completion tokens per cell
+    usd_per_1m_input: float = 0.0
+    usd_per_1m_output: float = 0.0
+    max_cost_usd: float = 0.0  # 0: no cost limit
+    max_tool_result_chars: int = 6000
+    max_context_chars: int = 120_000
+    keep_recent_messages: int = 12
+    retries: int = 4
+    backoff_s: float = 1.0
+    request_timeout_s: float = 300.0
+    max_nudges: int = 2  # replies without a tool call before the agent stops
+    seed: int = 0
+
+    def validate(self) -> None:
+        check(self.provider == "openai", "agent_options.provider", self.provider, "openai")
+        check(bool(self.model), "agent_options.model", self.model, "the model name the endpoint serves")
+        check(self.max_tool_result_chars >= 200, "agent_options.max_tool_result_chars", self.max_tool_result_chars, ">= 200")
+
+
+class ReactAgent(Agent):
+    name = "react"
+
+    def run(self, description: str, tools: Any) -> None:
+        cfg = load_config(ReactConfig, dict(self.options), source_name="agent_options")
+        from openai import OpenAI
+
+        client = OpenAI(api_key=os.environ.get(cfg.api_key_env) or "none", base_url=cfg.base_url or None,
+                        max_retries=0, timeout=cfg.request_timeout_s)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": description}]
+        used = {"prompt": 0, "completion": 0}
+        calls: Counter = Counter()
+        nudges = 0
+        for turn in range(1, cfg.max_turns + 1):
+            if tools.remaining() <= 0:
+                tools.log_event({"event": "stop", "why": "budget spent"})
+                return
+            self._compact(messages, cfg, calls, tools)
+            reply = self._request(client, cfg, messages, tools, turn)
+            if reply is None:
+                return
+            usage = getattr(reply, "usage", None)
+            used["prompt"] += getattr(usage, "prompt_tokens", 0) or 0
+            used["completion"] += getattr(usage, "completion_tokens", 0) or 0
+            choice = reply.choices[0]
+            msg = choice.message
+            tool_calls = list(msg.tool_calls or [])
+            assistant: dict[str, Any] = {"role": "assistant", "content": msg.content or ""}
+            if tool_calls:
+                assistant["tool_calls"] = [{"id": c.id, "type": "function",
+                                            "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                                           for c in tool_calls]
+            messages.append(assistant)
+            tools.log_event({"event": "reply", "turn": turn, "message": assistant, "finish_reason": choice.finish_reason,
+                             "tokens": dict(used)})
+            if choice.finish_reason == "length":
+                tools.log_event({"event": "over_long_output", "turn": turn})
+            if self._over_budget(cfg, used, tools):
+                return
+            if not tool_calls:
+                nudges += 1
+                if nudges > cfg.max_nudges:
+                    tools.log_event({"event": "stop", "why": "no tool call in the last replies"})
+                    return
+                cut = " Your last reply was cut at the output limit; be shorter." if choice.finish_reason == "length" else ""
+                messages.append({"role": "user", "content": "Use a tool, or call finish when you are done." + cut})
+                continue
+            nudges = 0
+            finished = False
+            for call in tool_calls:
+                result = self._dispatch(call, tools, calls, turn)
+                if call.function.name == "finish" and result.get("ok"):
+                    finished = True
+                text = json.dumps(result)
+                if len(text) > cfg.max_tool_result_chars:
+                    half = cfg.max_tool_result_chars // 2
+                    text = text[:half] + f" ...[{len(text) - 2 * half} chars cut]... " + text[-half:]
+                    tools.log_event({"event": "tool_result_cut", "turn": turn, "tool": call.function.name})
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+            if finished:
+                tools.log_event({"event": "stop", "why": "finish", "tokens": dict(used)})
+                return
+        tools.log_event({"event": "stop", "why": f"max_turns={cfg.max_turns}"})
+
+    # pieces --------------------------------------------------------------------------------------
+    def _request(self, client: Any, cfg: ReactConfig, messages: list[dict[str, Any]], tools: Any, turn: int) -> Any:
+        import openai
+
+        for attempt in range(cfg.retries + 1):
+            try:
+                return client.chat.completions.create(model=cfg.model, messages=messages, tools=TOOL_SPECS,
+                                                      temperature=cfg.temperature, max_tokens=cfg.max_output_tokens,
+                                                      seed=cfg.seed)
+            except openai.APIError as exc:
+                wait = cfg.backoff_s * 2 ** attempt
+                tools.log_event({"event": "api_error", "turn": turn, "attempt": attempt + 1,
+                                 "error": f"{type(exc).__name__}: {str(exc)[:500]}",
+                                 "retry_in_s": wait if attempt < cfg.retries else None})
+                if attempt < cfg.retries:
+                    time.sleep(wait)
+        tools.log_event({"event": "stop", "why": f"API failed {cfg.retries + 1} times in a row"})
+        return None
+
+    def _dispatch(self, call: Any, tools: Any, calls: Counter, turn: int) -> dict[str, Any]:
+        name = call.function.name
+        try:
+            args = json.loads(call.function.arguments or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+        except (json.JSONDecodeError, ValueError) as exc:
+            tools.log_event({"event": "malformed_tool_call", "turn": turn, "tool": name,
+                             "arguments": (call.function.arguments or "")[:500], "error": str(exc)})
+            return {"ok": False, "error": f"malformed arguments for {name}: {exc}; send a JSON object"}
+        if name == "finish":
+            return {"ok": True}
+        if name not in TOOLS:
+            tools.log_event({"event": "unknown_tool", "turn": turn, "tool": name})
+            return {"ok": False, "error": f"unknown tool {name!r}; tools: {', '.join(sorted(TOOLS))}, finish"}
+        calls[name] += 1
+        try:
+            result = getattr(tools, name)(**args)
+        except TypeError as exc:
+            tools.log_event({"event": "bad_arguments", "turn": turn, "tool": name, "error": str(exc)})
+            return {"ok": False, "error": f"bad arguments for {name}: {exc}"}
+        if not result.get("ok"):
+            calls[f"{name}_failed"] += 1
+        return result
+
+    def _compact(self, messages: list[dict[str, Any]], cfg: ReactConfig, calls: Counter, tools: Any) -> None:
+        """Past the context limit, replace the oldest turns (never splitting a tool call from its
+        result) with one note of what they did."""
+        size = sum(len(json.dumps(m)) for m in messages)
+        if size <= cfg.max_context_chars or len(messages) <= cfg.keep_recent_messages + 2:
+            return
+        cut = len(messages) - cfg.keep_recent_messages
+        while cut < len(messages) and messages[cut]["role"] == "tool":
+            cut += 1
+        dropped = messages[2:cut]
+        if not dropped:
+            return
+        done = ", ".join(f"{k} x{v}" for k, v in sorted(calls.items()))
+        note = {"role": "user", "content": f"[{len(dropped)} earlier messages were removed to fit the context. "
+                                           f"Tool calls so far: {done or 'none'}. Use status and read to recover "
+                                           "anything you need.]"}
+        messages[2:cut] = [note]
+        tools.log_event({"event": "compacted", "dropped_messages": len(dropped), "chars_before": size})
+
+    def _over_budget(self, cfg: ReactConfig, used: dict[str, int], tools: Any) -> bool:
+        total = used["prompt"] + used["completion"]
+        cost = used["prompt"] * cfg.usd_per_1m_input / 1e6 + used["completion"] * cfg.usd_per_1m_output / 1e6
+        if total > cfg.max_tokens_total or (cfg.max_cost_usd and cost > cfg.max_cost_usd):
+            tools.log_event({"event": "stop", "why": "token or cost budget spent", "tokens": total, "usd": round(cost, 4)})
+            return True
+        return False

@@ -1,0 +1,28 @@
+"""`replay`: the tool calls of a recorded trajectory, in order, for deterministic reruns.
+
+`agent_options.trajectory=PATH` names a cell's trajectory.jsonl (arguments are recorded whole).
+Commands run again in a fresh workspace, so a rerun shows whether a result reproduces; calls that
+were refused for the budget are replayed as well, and whatever they do now is what counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlbench.agents.base import Agent
+from rlbench.config.core import ConfigError
+from rlbench.harness.record import read_trajectory
+
+REPLAYABLE = ("exec", "python", "read", "write", "submit", "status")
+
+
+class ReplayAgent(Agent):
+    name = "replay"
+
+    def run(self, description: str, tools: Any) -> None:
+        path = Path(str(self.options.get("trajectory", "")))
+        if not path.is_file():
+            raise ConfigError(f"replay: agent_options.trajectory={path} is not a trajectory.jsonl file")
+        for step in read_trajectory(path):
+            if step.get("tool") in REPLAYABLE:
+                getattr(tools, step["tool"])(**(step.get("args") or {}))

@@ -1,0 +1,64 @@
+"""A real local HTTP server speaking OpenAI chat completions, replaying a scripted conversation.
+
+Each POST /v1/chat/completions takes the next script entry: {"status": 500} answers an error,
+{"tool": (name, arguments_json)} answers a tool call, {"content": str, "finish_reason": ...}
+answers text. Requests are kept, so tests can check what the agent sent back."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class ScriptedLLM:
+    def __init__(self, script: list[dict[str, Any]]):
+        self.script = list(script)
+        self.requests: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.requests.append(body)
+                entry = owner.script.pop(0) if owner.script else {"tool": ("finish", "{}")}
+                if "status" in entry:
+                    payload, code = {"error": {"message": "scripted failure", "type": "server_error"}}, entry["status"]
+                else:
+                    payload, code = owner._completion(entry, len(owner.requests)), 200
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def _completion(self, entry: dict[str, Any], n: int) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": entry.get("content")}
+        finish = entry.get("finish_reason", "stop")
+        if "tool" in entry:
+            name, args = entry["tool"]
+            message["tool_calls"] = [{"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": args}}]
+            finish = entry.get("finish_reason", "tool_calls")
+        return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": "scripted",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+
+    def __enter__(self) -> "ScriptedLLM":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
