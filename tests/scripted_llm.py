@@ -1,4 +1,5 @@
-"""A real local HTTP server speaking OpenAI chat completions, replaying a scripted conversation.
+"""A real local HTTP server speaking OpenAI chat completions (POST .../chat/completions) and
+Anthropic messages (POST .../v1/messages), replaying a scripted conversation.
 
 Each POST /v1/chat/completions takes the next script entry: {"status": 500} answers an error,
 {"tool": (name, arguments_json)} answers a tool call, {"content": str, "finish_reason": ...}
@@ -28,6 +29,8 @@ class ScriptedLLM:
                 entry = owner.script.pop(0) if owner.script else {"tool": ("finish", "{}")}
                 if "status" in entry:
                     payload, code = {"error": {"message": "scripted failure", "type": "server_error"}}, entry["status"]
+                elif self.path.endswith("/messages"):
+                    payload, code = owner._message(entry, len(owner.requests)), 200
                 else:
                     payload, code = owner._completion(entry, len(owner.requests)), 200
                 data = json.dumps(payload).encode()
@@ -54,6 +57,16 @@ class ScriptedLLM:
         return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": "scripted",
                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+
+    def _message(self, entry: dict[str, Any], n: int) -> dict[str, Any]:
+        content: list[dict[str, Any]] = [{"type": "text", "text": entry["content"]}] if entry.get("content") else []
+        stop = {"length": "max_tokens"}.get(entry.get("finish_reason", ""), "end_turn")
+        if "tool" in entry:
+            name, args = entry["tool"]
+            content.append({"type": "tool_use", "id": f"toolu_{n}", "name": name, "input": json.loads(args)})
+            stop = "tool_use"
+        return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": "scripted", "content": content,
+                "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 20}}
 
     def __enter__(self) -> "ScriptedLLM":
         self.thread.start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import threading
 import time
@@ -317,6 +318,26 @@ def test_react_agent_completes_a_cell_through_a_scripted_openai_server(tmp_path,
     assert len(llm.requests) == len(script)
 
 
+@needs_bwrap
+def test_react_agent_speaks_anthropic_messages_too(tmp_path, ray_cluster):
+    from scripted_llm import ScriptedLLM
+
+    script = [{"status": 529}, {"tool": ("status", "{}")}, {"content": "I will submit.", "tool": ("submit", '{"path": "model"}')},
+              {"tool": ("finish", "{}")}]
+    with ScriptedLLM(script) as llm:
+        r = _cell(tmp_path, "react", agent_options={"provider": "anthropic", "model": "scripted", "backoff_s": 0.1,
+                                                    "base_url": llm.base_url[: -len("/v1")]})
+    assert r["status"] == "ok" and r["submissions"]["valid"] == 1, r
+    last = llm.requests[-1]
+    assert last["system"] and last["tools"][0]["name"] == "exec" and "input_schema" in last["tools"][0]
+    roles = [m["role"] for m in last["messages"]]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]  # strictly alternating turns
+    results = [b for m in last["messages"] if m["role"] == "user" for b in m["content"] if b["type"] == "tool_result"]
+    assert [b["tool_use_id"] for b in results] == ["toolu_2", "toolu_3"] and '"dev"' in results[1]["content"]
+    events = [json.loads(l)["event"] for l in (Path(r["cell_dir"]) / "conversation.jsonl").read_text().splitlines()]
+    assert events.count("api_error") == 1 and events[-1] == "stop"
+
+
 def test_react_context_compaction_and_token_budget():
     from collections import Counter
 
@@ -344,3 +365,34 @@ def test_react_context_compaction_and_token_budget():
     assert not agent._over_budget(ReactConfig(model="m"), {"prompt": 90, "completion": 20}, log)
     capped = ReactConfig(model="m", usd_per_1m_input=10.0, max_cost_usd=0.0005)
     assert agent._over_budget(capped, {"prompt": 100, "completion": 0}, log)
+
+
+@needs_bwrap
+def test_command_agent_reaches_only_its_allowed_endpoint(tmp_path, ray_cluster):
+    from scripted_llm import ScriptedLLM
+
+    with ScriptedLLM([{"content": "submit the base model"}]) as llm:
+        allowed = llm.base_url.split("//")[1].split("/")[0]  # 127.0.0.1:PORT on the host
+        program = (
+            "import json, subprocess, urllib.request\n"
+            "prompt = open('PROMPT.md').read()\n"
+            f"req = urllib.request.Request('{llm.base_url}/chat/completions', method='POST',\n"
+            "    data=json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': prompt[:200]}]}).encode(),\n"
+            "    headers={'Content-Type': 'application/json'})\n"
+            "reply = json.load(urllib.request.urlopen(req, timeout=20))\n"
+            "print('LLM:', reply['choices'][0]['message']['content'])\n"
+            "try:\n"
+            "    urllib.request.urlopen('http://127.0.0.1:9/other', timeout=5)\n"
+            "except Exception as exc:\n"
+            "    print('OTHER:', exc)\n"
+            "subprocess.run(['./grade', 'submit', 'model'], check=True)\n"
+        )
+        r = _cell(tmp_path, "command", agent_options={"command": f"python -c {shlex.quote(program)}",
+                                                      "egress": [allowed]})
+        assert r["status"] == "ok" and r["submissions"]["valid"] == 1, r
+        assert len(llm.requests) == 1 and "A tiny task for tests" in llm.requests[0]["messages"][0]["content"]
+    cell = Path(r["cell_dir"])
+    run = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()][-1]
+    assert "LLM: submit the base model" in run["result"]["stdout"] and "403" in run["result"]["stdout"]
+    log = [json.loads(l) for l in (cell / "egress.jsonl").read_text().splitlines()]
+    assert {(e["endpoint"], e["allowed"]) for e in log} == {(allowed, True), ("127.0.0.1:9", False)}

@@ -15,6 +15,7 @@ BUILTIN = {
     "reference": "rlbench.agents.reference:ReferenceAgent",
     "react": "rlbench.agents.react:ReactAgent",
     "replay": "rlbench.agents.replay:ReplayAgent",
+    "command": "rlbench.agents.command:CommandAgent",
 }
 
 

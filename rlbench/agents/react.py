@@ -1,4 +1,6 @@
-"""`react`: a tool-calling LLM agent over the harness tools, for any OpenAI-compatible endpoint.
+"""`react`: a tool-calling LLM agent over the harness tools, for any OpenAI-compatible endpoint
+(`provider=openai`, the `openai` client) or Anthropic's Messages API (`provider=anthropic`, the
+`anthropic` client). The conversation is kept in OpenAI's shape and translated per request.
 
 The model sees the task description and six tools (exec, python, read, write, submit, status)
 plus `finish`. Every request and reply goes to the cell's conversation.jsonl; API errors are
@@ -12,6 +14,7 @@ read from the environment variable `api_key_env`.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import time
@@ -48,11 +51,76 @@ TOOL_SPECS = [
         {"summary": {"type": "string"}}, []),
 ]
 TOOLS = {"exec", "python", "read", "write", "submit", "status"}
+ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
+                    "input_schema": t["function"]["parameters"]} for t in TOOL_SPECS]
+
+
+@dataclass
+class Call:
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model wrote it (maybe malformed)
+
+
+@dataclass
+class Reply:
+    """One model reply, whichever API it came from."""
+
+    text: str
+    tool_calls: list[Call]
+    finish_reason: str  # stop | tool_calls | length
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def from_openai(resp: Any) -> Reply:
+    choice = resp.choices[0]
+    usage = getattr(resp, "usage", None)
+    calls = [Call(c.id, c.function.name, c.function.arguments) for c in (choice.message.tool_calls or [])]
+    return Reply(choice.message.content or "", calls, choice.finish_reason or "stop",
+                 getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
+
+
+def from_anthropic(resp: Any) -> Reply:
+    text = "".join(b.text for b in resp.content if b.type == "text")
+    calls = [Call(b.id, b.name, json.dumps(b.input)) for b in resp.content if b.type == "tool_use"]
+    finish = {"max_tokens": "length", "tool_use": "tool_calls"}.get(resp.stop_reason or "", "stop")
+    return Reply(text, calls, finish, resp.usage.input_tokens or 0, resp.usage.output_tokens or 0)
+
+
+def to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """OpenAI-shaped history -> (system, Messages API turns): tool calls become tool_use blocks,
+    tool results become tool_result blocks in the next user turn, consecutive user turns merge."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for m in messages:
+        if m["role"] == "user":
+            add("user", [{"type": "text", "text": m["content"]}])
+        elif m["role"] == "tool":
+            add("user", [{"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}])
+        elif m["role"] == "assistant":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+            for c in m.get("tool_calls", []):
+                try:
+                    args = json.loads(c["function"]["arguments"] or "{}")
+                except json.JSONDecodeError:
+                    args = {"unparsed_arguments": c["function"]["arguments"]}
+                blocks.append({"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                               "input": args if isinstance(args, dict) else {"value": args}})
+            add("assistant", blocks or [{"type": "text", "text": "(no text)"}])
+    return system, out
 
 
 @dataclass
 class ReactConfig:
-    provider: str = "openai"  # any OpenAI-compatible chat-completions endpoint
+    provider: str = "openai"  # openai: any OpenAI-compatible chat-completions endpoint | anthropic
     model: str = ""
     base_url: str = ""  # empty: the client's default
     api_key_env: str = "OPENAI_API_KEY"
@@ -73,7 +141,7 @@ class ReactConfig:
     seed: int = 0
 
     def validate(self) -> None:
-        check(self.provider == "openai", "agent_options.provider", self.provider, "openai")
+        check(self.provider in ("openai", "anthropic"), "agent_options.provider", self.provider, "openai, anthropic")
         check(bool(self.model), "agent_options.model", self.model, "the model name the endpoint serves")
         check(self.max_tool_result_chars >= 200, "agent_options.max_tool_result_chars", self.max_tool_result_chars, ">= 200")
 
@@ -83,10 +151,16 @@ class ReactAgent(Agent):
 
     def run(self, description: str, tools: Any) -> None:
         cfg = load_config(ReactConfig, dict(self.options), source_name="agent_options")
-        from openai import OpenAI
+        key = os.environ.get(cfg.api_key_env) or "none"
+        if cfg.provider == "anthropic":
+            from anthropic import Anthropic
 
-        client = OpenAI(api_key=os.environ.get(cfg.api_key_env) or "none", base_url=cfg.base_url or None,
-                        max_retries=0, timeout=cfg.request_timeout_s)
+            client: Any = Anthropic(api_key=key, base_url=cfg.base_url or None, max_retries=0,
+                                    timeout=cfg.request_timeout_s)
+        else:
+            from openai import OpenAI
+
+            client = OpenAI(api_key=key, base_url=cfg.base_url or None, max_retries=0, timeout=cfg.request_timeout_s)
         messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": description}]
         used = {"prompt": 0, "completion": 0}
         calls: Counter = Counter()
@@ -99,21 +173,17 @@ class ReactAgent(Agent):
             reply = self._request(client, cfg, messages, tools, turn)
             if reply is None:
                 return
-            usage = getattr(reply, "usage", None)
-            used["prompt"] += getattr(usage, "prompt_tokens", 0) or 0
-            used["completion"] += getattr(usage, "completion_tokens", 0) or 0
-            choice = reply.choices[0]
-            msg = choice.message
-            tool_calls = list(msg.tool_calls or [])
-            assistant: dict[str, Any] = {"role": "assistant", "content": msg.content or ""}
+            used["prompt"] += reply.prompt_tokens
+            used["completion"] += reply.completion_tokens
+            tool_calls = reply.tool_calls
+            assistant: dict[str, Any] = {"role": "assistant", "content": reply.text}
             if tool_calls:
                 assistant["tool_calls"] = [{"id": c.id, "type": "function",
-                                            "function": {"name": c.function.name, "arguments": c.function.arguments}}
-                                           for c in tool_calls]
+                                            "function": {"name": c.name, "arguments": c.arguments}} for c in tool_calls]
             messages.append(assistant)
-            tools.log_event({"event": "reply", "turn": turn, "message": assistant, "finish_reason": choice.finish_reason,
+            tools.log_event({"event": "reply", "turn": turn, "message": assistant, "finish_reason": reply.finish_reason,
                              "tokens": dict(used)})
-            if choice.finish_reason == "length":
+            if reply.finish_reason == "length":
                 tools.log_event({"event": "over_long_output", "turn": turn})
             if self._over_budget(cfg, used, tools):
                 return
@@ -122,20 +192,20 @@ class ReactAgent(Agent):
                 if nudges > cfg.max_nudges:
                     tools.log_event({"event": "stop", "why": "no tool call in the last replies"})
                     return
-                cut = " Your last reply was cut at the output limit; be shorter." if choice.finish_reason == "length" else ""
+                cut = " Your last reply was cut at the output limit; be shorter." if reply.finish_reason == "length" else ""
                 messages.append({"role": "user", "content": "Use a tool, or call finish when you are done." + cut})
                 continue
             nudges = 0
             finished = False
             for call in tool_calls:
                 result = self._dispatch(call, tools, calls, turn)
-                if call.function.name == "finish" and result.get("ok"):
+                if call.name == "finish" and result.get("ok"):
                     finished = True
                 text = json.dumps(result)
                 if len(text) > cfg.max_tool_result_chars:
                     half = cfg.max_tool_result_chars // 2
                     text = text[:half] + f" ...[{len(text) - 2 * half} chars cut]... " + text[-half:]
-                    tools.log_event({"event": "tool_result_cut", "turn": turn, "tool": call.function.name})
+                    tools.log_event({"event": "tool_result_cut", "turn": turn, "tool": call.name})
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
             if finished:
                 tools.log_event({"event": "stop", "why": "finish", "tokens": dict(used)})
@@ -143,15 +213,30 @@ class ReactAgent(Agent):
         tools.log_event({"event": "stop", "why": f"max_turns={cfg.max_turns}"})
 
     # pieces --------------------------------------------------------------------------------------
-    def _request(self, client: Any, cfg: ReactConfig, messages: list[dict[str, Any]], tools: Any, turn: int) -> Any:
-        import openai
+    def _request(self, client: Any, cfg: ReactConfig, messages: list[dict[str, Any]], tools: Any,
+                 turn: int) -> "Reply | None":
+        if cfg.provider == "anthropic":
+            import anthropic
 
+            api_error: Any = anthropic.APIError
+        else:
+            import openai
+
+            api_error = openai.APIError
         for attempt in range(cfg.retries + 1):
             try:
-                return client.chat.completions.create(model=cfg.model, messages=messages, tools=TOOL_SPECS,
-                                                      temperature=cfg.temperature, max_tokens=cfg.max_output_tokens,
-                                                      seed=cfg.seed)
-            except openai.APIError as exc:
+                if cfg.provider == "anthropic":
+                    system, converted = to_anthropic(messages)
+                    kwargs: dict[str, Any] = {}
+                    if "temperature" in inspect.signature(client.messages.create).parameters:
+                        kwargs["temperature"] = cfg.temperature  # newer clients no longer take it
+                    return from_anthropic(client.messages.create(
+                        model=cfg.model, system=system, messages=converted, tools=ANTHROPIC_TOOLS,
+                        max_tokens=cfg.max_output_tokens, **kwargs))
+                return from_openai(client.chat.completions.create(
+                    model=cfg.model, messages=messages, tools=TOOL_SPECS, temperature=cfg.temperature,
+                    max_tokens=cfg.max_output_tokens, seed=cfg.seed))
+            except api_error as exc:
                 wait = cfg.backoff_s * 2 ** attempt
                 tools.log_event({"event": "api_error", "turn": turn, "attempt": attempt + 1,
                                  "error": f"{type(exc).__name__}: {str(exc)[:500]}",
@@ -161,15 +246,15 @@ class ReactAgent(Agent):
         tools.log_event({"event": "stop", "why": f"API failed {cfg.retries + 1} times in a row"})
         return None
 
-    def _dispatch(self, call: Any, tools: Any, calls: Counter, turn: int) -> dict[str, Any]:
-        name = call.function.name
+    def _dispatch(self, call: "Call", tools: Any, calls: Counter, turn: int) -> dict[str, Any]:
+        name = call.name
         try:
-            args = json.loads(call.function.arguments or "{}")
+            args = json.loads(call.arguments or "{}")
             if not isinstance(args, dict):
                 raise ValueError("arguments must be a JSON object")
         except (json.JSONDecodeError, ValueError) as exc:
             tools.log_event({"event": "malformed_tool_call", "turn": turn, "tool": name,
-                             "arguments": (call.function.arguments or "")[:500], "error": str(exc)})
+                             "arguments": (call.arguments or "")[:500], "error": str(exc)})
             return {"ok": False, "error": f"malformed arguments for {name}: {exc}; send a JSON object"}
         if name == "finish":
             return {"ok": True}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,34 @@ class ToolBox:
         self.calls = 0
         self.budget_hit = False
         self._py = 0
+        self._egress: Any = None
+        self._egress_env: dict[str, str] = {}
+        self._egress_prefix = ""
 
     def log_event(self, record: dict[str, Any]) -> None:
         """An agent's own record (LLM messages, API failures) beside the trajectory:
         conversation.jsonl in the cell folder, outside the workspace."""
         self._events.add({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **record})
+
+    def open_egress(self, allow: list[str]) -> dict[str, Any]:
+        """Let later commands reach exactly the `host:port` endpoints in `allow`, through the
+        harness's proxy (rlbench/sandbox/egress.py); nothing else gets out. Only with bubblewrap:
+        without a sandbox the network is open anyway, and the result says so."""
+        from rlbench.sandbox.egress import BRIDGE_PORT, INSIDE_EGRESS, EgressProxy
+
+        if not self.sandbox.sandboxed:
+            return {"ok": False, "error": "sandbox=none: commands already reach the network; no proxy in between"}
+        if self._egress is None:
+            folder = Path(tempfile.mkdtemp(prefix="rlbe-"))
+            os.chmod(folder, 0o755)
+            self._egress = EgressProxy(folder / "egress.sock", allow, self.cell_dir / "egress.jsonl").start()
+            self.sandbox.binds.append((str(self._egress.socket_path), INSIDE_EGRESS))
+            url = f"http://127.0.0.1:{BRIDGE_PORT}"
+            self._egress_env = {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
+                                "NO_PROXY": "", "no_proxy": ""}
+            self._egress_prefix = (f"(python -m rlbench.sandbox.egress {BRIDGE_PORT} {INSIDE_EGRESS} >/dev/null 2>&1 &) ; "
+                                   "sleep 0.5 ; ")
+        return {"ok": True, "allowed": sorted(self._egress.allow), "proxy": self._egress_env["HTTP_PROXY"]}
 
     # budget -----------------------------------------------------------------------------------
     def remaining(self) -> float:
@@ -98,7 +122,7 @@ class ToolBox:
         if left <= 0:
             return self._spent(tool, args, t0, cpu0)
         limit = min(left, timeout) if timeout else left
-        r = self.sandbox.run(command, timeout=limit)
+        r = self.sandbox.run(self._egress_prefix + command, timeout=limit, env=self._egress_env)
         if r.killed == "timeout" and limit >= left:
             self.budget_hit = True
         result = {"ok": r.ok, "returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr,

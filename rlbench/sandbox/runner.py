@@ -138,6 +138,7 @@ class Sandbox:
         self.scratch = Path(scratch or tempfile.mkdtemp(prefix="rlbench-sbx-"))
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.as_root = os.geteuid() == 0
+        self.binds: list[tuple[str, str]] = []  # (host path, path inside): e.g. the egress proxy's socket
         if cfg.mode == "bwrap":
             if bwrap_path() is None:
                 raise SandboxUnavailable(
@@ -209,6 +210,8 @@ class Sandbox:
         args += ["--bind", str(self.workspace), INSIDE_WORKSPACE]
         if self.grader_socket is not None:
             args += parents(INSIDE_GRADER) + ["--bind", str(self.grader_socket), INSIDE_GRADER]
+        for host, inside in self.binds:
+            args += parents(inside) + ["--bind", host, inside]
         args += ["--chdir", INSIDE_WORKSPACE]
         return args
 

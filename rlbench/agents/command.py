@@ -1,0 +1,50 @@
+"""`command`: an external CLI agent (a coding assistant, any program) run inside the sandbox.
+
+The harness writes `PROMPT.md` into the workspace (the task description and how to submit) and
+runs `agent_options.command` there under bubblewrap, for whatever is left of the budget. Such an
+agent must reach its LLM, so `agent_options.egress` lists the `host:port` endpoints it may reach;
+they go through the harness's proxy (HTTP_PROXY/HTTPS_PROXY are set for it) and nothing else
+leaves the sandbox. The program must be installed where the sandbox can see it: under `/usr`
+(e.g. a global npm or apt install) or in the project's virtualenv. It submits with
+`./grade submit PATH`, like anything else in the workspace.
+
+Example, for a CLI agent that takes a prompt file and speaks to one API host:
+
+    rlbench run agent=command task=arith-grpo \\
+        agent_options.command='my-agent --non-interactive --prompt-file PROMPT.md' \\
+        'agent_options.egress=[api.example.com:443]' agent_options.env.MY_AGENT_KEY_FILE=/workspace/.key
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from rlbench.agents.base import Agent
+from rlbench.config.core import ConfigError
+
+PROMPT = """{description}
+
+## How to work here
+
+You run inside a sandbox in this folder (the workspace). Run commands, write code, train, and
+submit checkpoint folders with `./grade submit PATH` (it prints the dev score); `./grade status`
+shows the budget. Stop when you are done; the harness grades your best submission afterwards.
+"""
+
+
+class CommandAgent(Agent):
+    name = "command"
+
+    def run(self, description: str, tools: Any) -> None:
+        command = str(self.options.get("command", "")).strip()
+        if not command:
+            raise ConfigError("agent=command needs agent_options.command (the program to run in the workspace)")
+        egress = list(self.options.get("egress") or [])
+        tools.write("PROMPT.md", PROMPT.format(description=description))
+        if egress:
+            opened = tools.open_egress(egress)
+            if not opened.get("ok"):
+                raise ConfigError(f"agent=command: {opened.get('error')}")
+        env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in dict(self.options.get("env") or {}).items())
+        tools.exec(f"{env + ' ' if env else ''}{command}")
