@@ -207,8 +207,9 @@ class Rollout:
         if cfg.placement == "actors":
             import ray
 
-            if not ray.is_initialized():  # joins RAY_ADDRESS when set, else an embedded local cluster
-                ray.init(include_dashboard=False, log_to_driver=False)
+            from rlbench.orchestration.ray_session import ensure_ray
+
+            ensure_ray()
             actor_cls = ray.remote(num_cpus=cfg.rollout_cpus, num_gpus=cfg.rollout_gpus)(RolloutEngine)
             self.engine = actor_cls.remote(model, num_threads=max(1, int(cfg.rollout_cpus)), **kwargs)
         else:

@@ -270,7 +270,7 @@ def run_cmd(
     runs without bubblewrap and marks the results unsandboxed."""
     from rlbench.agents.base import resolve_agent
     from rlbench.orchestration.suite import expand, load_run_spec, open_suite, run_suite
-    from rlbench.sandbox import SandboxUnavailable, bwrap_path
+    from rlbench.sandbox import SandboxUnavailable, require_bwrap
 
     set_quiet(quiet)
     try:
@@ -278,9 +278,8 @@ def run_cmd(
         cells = expand(spec if not spec.resume else open_suite(spec)[1])
         for agent in sorted({c.agent for c in cells}):
             resolve_agent(agent)  # an unknown agent fails here, before any cell starts
-        if any(c.sandbox == "bwrap" for c in cells) and bwrap_path() is None:
-            raise SandboxUnavailable("bubblewrap (bwrap) is not installed: run `make setup`, or pass sandbox=none "
-                                     "to run unsandboxed (every result is then marked so)")
+        if any(c.sandbox == "bwrap" for c in cells):
+            require_bwrap()
         suite_dir, results = run_suite(spec)
     except (ConfigError, SandboxUnavailable) as exc:
         _fail(exc)

@@ -5,8 +5,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
+
+
+def utc_now() -> str:
+    """The timestamp every record carries: UTC, second precision, ISO 8601."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def atomic_write_text(path: Path, text: str) -> None:

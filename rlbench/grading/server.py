@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlbench.grading.validate import validate_checkpoint
-from rlbench.io import atomic_write_json
-from rlbench.sandbox.runner import INSIDE_WORKSPACE
+from rlbench.io import atomic_write_json, utc_now
+from rlbench.sandbox.runner import INSIDE_WORKSPACE, workspace_host_path
 
 MAX_REQUEST = 64 * 1024
 
@@ -102,16 +102,13 @@ class GradingServer:
 
     def host_path(self, path: str) -> Path:
         """A path as the agent names it (inside the sandbox, or on the host) -> the host path."""
-        if path == INSIDE_WORKSPACE or path.startswith(INSIDE_WORKSPACE + "/"):
-            return self.workspace / path[len(INSIDE_WORKSPACE):].lstrip("/")
-        p = Path(path)
-        return p if p.is_absolute() else self.workspace / p
+        return workspace_host_path(self.workspace, path)
 
     def submit(self, path: str) -> dict[str, Any]:
         with self._lock:  # one grading at a time; the count is checked and taken under the lock
             index = len(self.submissions) + 1
             record: dict[str, Any] = {"index": index, "path": path, "t": round(self.used_s(), 1),
-                                      "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                                      "time": utc_now()}
             if self.remaining_s() <= 0:
                 return {"ok": False, "error": "the budget is spent; no more submissions"}
             if len(self.submissions) >= self.max_submissions:

@@ -22,9 +22,10 @@ from typing import Any
 
 from rlbench.config.core import check, to_dict
 from rlbench.harness.record import read_trajectory
-from rlbench.io import atomic_write_json
+from rlbench.io import atomic_write_json, utc_now
+from rlbench.orchestration.ray_session import ensure_ray
 from rlbench.progress import info
-from rlbench.sandbox.runner import SandboxConfig, SandboxUnavailable, bwrap_path
+from rlbench.sandbox.runner import SandboxConfig, require_bwrap
 
 STATUSES = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "crashed")
 
@@ -58,9 +59,14 @@ def results_root(cfg: CellConfig) -> Path:
     return Path(cfg.results or os.environ.get("RLBENCH_RESULTS") or "results")
 
 
-def _cell_id(cfg: CellConfig) -> str:
+def cell_key(cfg: CellConfig) -> str:
+    """agent-task-sSEED, safe as a folder name: a suite's cell folders and result keys."""
     agent = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.agent.split(":")[-1])
-    return f"{agent}-{cfg.task}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"{agent}-{cfg.task}-s{cfg.seed}"
+
+
+def _cell_id(cfg: CellConfig) -> str:
+    return f"{cell_key(cfg)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 class AgentHost:
@@ -93,16 +99,6 @@ def _node_id() -> str:
         return ""
 
 
-def _ensure_ray(cpus: float) -> None:
-    import ray
-
-    if not ray.is_initialized():  # joins RAY_ADDRESS when set, else an embedded local cluster
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if not os.environ.get("RAY_ADDRESS"):
-            kwargs["num_cpus"] = max(int(cpus) + 1, os.cpu_count() or 2)
-        ray.init(**kwargs)
-
-
 def _split(scores: dict[str, Any]) -> dict[str, Any]:
     return {k: scores[k] for k in ("pass_at_1", "ci_low", "ci_high", "greedy", "n") if k in scores}
 
@@ -119,9 +115,8 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
 
     cfg.validate()
     cfg.limits.mode = cfg.sandbox
-    if cfg.sandbox == "bwrap" and bwrap_path() is None:  # refuse before anything exists, never run open
-        raise SandboxUnavailable("bubblewrap (bwrap) is not installed: run `make setup` (it installs the Debian "
-                                 "package `bubblewrap`), or pass sandbox=none to run unsandboxed (results are marked so)")
+    if cfg.sandbox == "bwrap":
+        require_bwrap()  # refuse before anything exists, never run open
     task = load_task(cfg.task)
     budget_s = cfg.budget_s or float(task.budget.wall_seconds)
     if cfg.cell_dir:
@@ -136,7 +131,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             cell_dir = cell_dir.with_name(f"{cell_id}-{n}")
         cell_dir.mkdir(parents=True)
     cell_dir = cell_dir.resolve()
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    started = utc_now()
     result: dict[str, Any] = {"cell": cell_dir.name, "agent": cfg.agent, "task": task.name, "task_version": task.version,
                               "seed": cfg.seed, "status": "crashed", "reason": "", "sandboxed": cfg.sandbox == "bwrap",
                               "started": started, "config": to_dict(cfg)}
@@ -194,7 +189,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         if grader is not None:
             grader.close()
         shutil.rmtree(cell_dir / "scratch", ignore_errors=True)
-        result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        result["finished"] = utc_now()
         result["cell_seconds"] = round(time.monotonic() - t0, 1)
         result["cell_dir"] = str(cell_dir)
         result["node"] = _node_id()
@@ -209,7 +204,7 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
     from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    _ensure_ray(cfg.agent_cpus)
+    ensure_ray(min_cpus=int(cfg.agent_cpus) + 1)
     node = ray.get_runtime_context().get_node_id()  # the grading socket is local to this node
     host_cls = ray.remote(num_cpus=cfg.agent_cpus, max_restarts=0)(AgentHost)
     host = host_cls.options(name=f"agent-{cell_dir.name}", scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)

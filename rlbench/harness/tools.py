@@ -19,7 +19,8 @@ from typing import Any
 
 from rlbench.grading.server import request
 from rlbench.harness.record import Snapshots, Trajectory
-from rlbench.sandbox.runner import INSIDE_WORKSPACE, Sandbox, SandboxConfig
+from rlbench.io import utc_now
+from rlbench.sandbox.runner import Sandbox, SandboxConfig, workspace_host_path
 
 TOOLS = ("exec", "python", "read", "write", "submit", "status")
 READ_LIMIT = 200_000
@@ -45,7 +46,7 @@ class ToolBox:
     def log_event(self, record: dict[str, Any]) -> None:
         """An agent's own record (LLM messages, API failures) beside the trajectory:
         conversation.jsonl in the cell folder, outside the workspace."""
-        self._events.add({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **record})
+        self._events.add({"time": utc_now(), **record})
 
     def open_egress(self, allow: list[str]) -> dict[str, Any]:
         """Let later commands reach exactly the `host:port` endpoints in `allow`, through the
@@ -80,7 +81,7 @@ class ToolBox:
         commit = self.snapshots.commit(f"{self.calls}: {tool}") if changed else None
         self.trajectory.add({"tool": tool, "args": args, "result": result, "seconds": round(seconds, 3),
                              "cpu_s": round(cpu, 2), "snapshot": commit, "ok": bool(result.get("ok")),
-                             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                             "time": utc_now()})
         return result
 
     def _spent(self, tool: str, args: dict[str, Any], t0: float, cpu0: float) -> dict[str, Any]:
@@ -91,11 +92,7 @@ class ToolBox:
     def host_path(self, path: str) -> Path:
         """A path inside the workspace (relative, /workspace/..., or the host path) -> host path;
         refuses anything that resolves outside the workspace."""
-        if path == INSIDE_WORKSPACE or path.startswith(INSIDE_WORKSPACE + "/"):
-            path = path[len(INSIDE_WORKSPACE):].lstrip("/")
-        p = Path(path)
-        p = p if p.is_absolute() else self.workspace / p
-        real = Path(os.path.realpath(p))
+        real = Path(os.path.realpath(workspace_host_path(self.workspace, path)))
         if real != self.workspace and self.workspace not in real.parents:
             raise PermissionError(f"'{path}' is outside the workspace")
         return real

@@ -18,16 +18,15 @@ the same table as one that ran through.
 from __future__ import annotations
 
 import copy
-import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from rlbench.config.core import ConfigError, check, load_config, to_dict
-from rlbench.harness.cell import CellConfig, results_root, run_cell
+from rlbench.harness.cell import CellConfig, cell_key, results_root, run_cell
 from rlbench.io import atomic_write_json, read_json
+from rlbench.orchestration.ray_session import ensure_ray
 from rlbench.progress import info
 
 FINAL = ("ok", "no_submission", "invalid_submission", "budget_exceeded")
@@ -53,11 +52,6 @@ class RunSpec(CellConfig):
 def load_run_spec(overrides: Iterable[str], config_file: str | None = None) -> RunSpec:
     """Defaults, then a suite YAML (e.g. ray_configs/suite-arith.yaml), then key=value overrides."""
     return load_config(RunSpec, config_file, overrides=overrides, source_name=config_file or "rlbench run")
-
-
-def cell_key(cell: CellConfig) -> str:
-    agent = re.sub(r"[^A-Za-z0-9_.-]+", "_", cell.agent.split(":")[-1])
-    return f"{agent}-{cell.task}-s{cell.seed}"
 
 
 def expand(spec: RunSpec) -> list[CellConfig]:
@@ -147,14 +141,9 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
     if results:
         info(f"suite {suite_dir.name}: {len(results)} of {len(keys)} cells already finished, kept")
     if todo:
-        if not ray.is_initialized():  # RAY_ADDRESS joins a cluster; else an embedded one on this machine
-            from rlbench.progress import quiet
+        from rlbench.progress import quiet
 
-            # cells print their progress in Ray workers; the driver shows it unless quiet
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": not quiet()}
-            if not os.environ.get("RAY_ADDRESS"):
-                kwargs["num_cpus"] = os.cpu_count() or 2
-            ray.init(**kwargs)
+        ensure_ray(log_to_driver=not quiet())  # cells print their progress in Ray workers; shown unless quiet
         remote = ray.remote(num_cpus=spec.cell_cpus, num_gpus=spec.cell_gpus, max_retries=0)(_run_cell_task)
         by_key = dict(todo)
         pending = {remote.remote({**to_dict(cell), "limits": to_dict(cell.limits)}): key for key, cell in todo}

@@ -17,10 +17,11 @@ import socket
 import socketserver
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Iterable
 from urllib.parse import urlsplit
+
+from rlbench.io import utc_now
 
 INSIDE_EGRESS = "/run/rlbench/egress.sock"
 BRIDGE_PORT = 18080
@@ -67,7 +68,7 @@ class EgressProxy:
 
     def _record(self, **entry: object) -> None:
         with self._lock, open(self.log, "a") as f:
-            f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **entry}) + "\n")
+            f.write(json.dumps({"time": utc_now(), **entry}) + "\n")
 
     def _serve(self, client: socket.socket) -> None:
         head = b""

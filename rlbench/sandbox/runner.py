@@ -82,6 +82,23 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+def require_bwrap() -> None:
+    """Refuse before anything starts: a cell asked to be sandboxed never runs open."""
+    if bwrap_path() is None:
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed: run `make setup` (it installs the Debian package "
+            "`bubblewrap`), or pass sandbox=none to run unsandboxed (every result is then marked so)")
+
+
+def workspace_host_path(workspace: Path, path: str) -> Path:
+    """A path as an agent names it (/workspace/..., relative to the workspace, or a host path) ->
+    the host path. Only a mapping: callers decide what lies outside the workspace."""
+    if path == INSIDE_WORKSPACE or path.startswith(INSIDE_WORKSPACE + "/"):
+        return workspace / path[len(INSIDE_WORKSPACE):].lstrip("/")
+    p = Path(path)
+    return p if p.is_absolute() else workspace / p
+
+
 def _keep(data: bytes, limit: int) -> tuple[str, bool]:
     if len(data) <= limit:
         return data.decode("utf-8", "replace"), False
@@ -140,10 +157,7 @@ class Sandbox:
         self.as_root = os.geteuid() == 0
         self.binds: list[tuple[str, str]] = []  # (host path, path inside): e.g. the egress proxy's socket
         if cfg.mode == "bwrap":
-            if bwrap_path() is None:
-                raise SandboxUnavailable(
-                    "bubblewrap (bwrap) is not installed: run `make setup` (it installs the Debian package "
-                    "`bubblewrap`), or pass sandbox=none to run unsandboxed (every result is then marked so)")
+            require_bwrap()
             probe = self.run("true", timeout=30)
             if probe.returncode != 0:
                 raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {probe.stderr.strip()[-400:]}")
