@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 demo: $(STAMP)
 	$(BIN)/rlbench models build arith-s
 	$(BIN)/rlbench baseline arith-grpo
-	$(BIN)/rlbench run "agents=[null,reference]" task=arith-grpo seed=0
+	$(BIN)/rlbench run "agents=[null,reference]" task=arith-grpo seed=0 robustness.seeds=3 "robustness.agents=[reference]" robustness.scale=false
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

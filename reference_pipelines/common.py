@@ -50,6 +50,8 @@ class PipelineConfig:
     # faster here but its arith-grpo heldout gains were a third of fp32's (docs/benchmarks.md)
     precision: str = "fp32"
     attention: str = "auto"  # auto | eager | sdpa
+    train_limit: int = 0  # train on the first N train items only (0: all); a design's preprocessing
+    dedupe: bool = False  # drop train items whose prompt repeats an earlier one
 
     def validate(self) -> None:
         from rlbench.engines.precision import ATTENTION, PRECISIONS
@@ -63,6 +65,7 @@ class PipelineConfig:
         check(self.rollout_backend in ("hf", "vllm", "auto"), "rollout_backend", self.rollout_backend, "auto, hf, vllm")
         check(self.temperature > 0, "temperature", self.temperature, "> 0")
         check(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 (0: no dev evaluation)")
+        check(self.train_limit >= 0, "train_limit", self.train_limit, ">= 0 (0: all train items)")
 
 
 @dataclass
@@ -84,6 +87,18 @@ def visible_data(task: Any) -> VisibleData:
         return VisibleData(train=read_jsonl(root / "data" / "train.jsonl"), dev=read_jsonl(root / "data" / "dev.jsonl"))
     data = prepare_data(task, task_dir(task.name))
     return VisibleData(train=data.splits["train"], dev=data.splits["dev"])
+
+
+def preprocess(items: Sequence[dict[str, Any]], train_limit: int = 0, dedupe: bool = False) -> list[dict[str, Any]]:
+    """The train items a run sees: repeated prompts dropped (first kept), then the first N."""
+    kept, seen = [], set()
+    for it in items:
+        if dedupe:
+            if it["prompt"] in seen:
+                continue
+            seen.add(it["prompt"])
+        kept.append(it)
+    return kept[:train_limit] if train_limit else kept
 
 
 def prompt_batches(items: Sequence[dict[str, Any]], batch: int, seed: int) -> Iterator[list[dict[str, Any]]]:
@@ -329,6 +344,9 @@ def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float |
     torch.set_num_threads(cfg.num_threads)
     task = load_task(cfg.task)
     data = visible_data(task)
+    data.train = preprocess(data.train, cfg.train_limit, cfg.dedupe)
+    if len(data.train) < cfg.batch_prompts:
+        raise ValueError(f"{len(data.train)} train items after preprocessing; batch_prompts={cfg.batch_prompts} needs more")
     model_path = resolve_model(cfg.model or task.model.base).location
     learner = Learner(model_path, LearnerConfig(zero_stage=cfg.zero_stage, lr=lr or cfg.lr, reference_model=reference_model,
                                                 precision=cfg.precision, attention=cfg.attention), device=cfg.device)
@@ -336,6 +354,6 @@ def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float |
     return RunContext(algo, cfg, task, data, model_path, out, learner, time.monotonic(), StepLog(out), [])
 
 
-__all__ = ["PipelineConfig", "VisibleData", "visible_data", "prompt_batches", "SequenceBatch",
+__all__ = ["PipelineConfig", "VisibleData", "visible_data", "preprocess", "prompt_batches", "SequenceBatch",
            "build_sequences", "GroupBatch", "build_group_batch", "masked_mean", "Rollout", "dev_accuracy", "StepLog", "default_out",
            "RunContext", "start_run", "track"]

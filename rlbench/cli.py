@@ -241,21 +241,86 @@ def pipeline_run(
         out.print(_gain_table(result))
 
 
-def _cells_table(results: list[dict]) -> Table:
-    table = Table(title="rlbench cells (harness evaluation on hidden splits; gains paired against the base model)")
-    for col in ("agent", "task", "seed", "baseline test %", "test %", "abs. gain", "95% CI", "rel. gain %",
-                "heldout gain", "status", "sandboxed"):
+def _pts(x: float | None, sign: bool = True) -> str:
+    return "-" if x is None else (f"{100 * x:+.1f}" if sign else f"{100 * x:.1f}")
+
+
+def _ci(pair: list | None) -> str:
+    return "-" if not pair or pair[0] is None else f"[{100 * pair[0]:+.1f}, {100 * pair[1]:+.1f}]"
+
+
+def _cells_table(rows: list[dict]) -> Table:
+    """Rows of rlbench.scoring.suite.score_suite: gains in points with paired bootstrap 95% intervals."""
+    table = Table(title="rlbench cells (harness evaluation on hidden splits; gains paired against the base model, "
+                        "95% bootstrap intervals)")
+    optimize = any(r.get("vs_baseline_config") is not None for r in rows)
+    cols = ["agent", "task", "seed", "baseline test %", "test %", "abs. gain", "95% CI", "rel. gain %",
+            "heldout gain", "heldout CI", "normalized"] + (["vs given config", "CI"] if optimize else []) + [
+            "status", "sandboxed"]
+    for col in cols:
         table.add_column(col, justify="left" if col in ("agent", "task", "status") else "right")
-    for r in results:
-        base = r.get("baseline", {}).get("test", {}).get("pass_at_1")
-        test = r.get("scores", {}).get("test", {}).get("pass_at_1")
-        g, h = r.get("gains", {}).get("test"), r.get("gains", {}).get("heldout")
-        rel = "-" if not g or g["rel_pct"] is None else f"{g['rel_pct']:+.0f}"
-        table.add_row(r["agent"], r["task"], str(r["seed"]), _pct(base), _pct(test),
-                      f"{100 * g['abs']:+.1f}" if g else "-",
-                      f"[{100 * g['ci_low']:+.1f}, {100 * g['ci_high']:+.1f}]" if g else "-", rel,
-                      f"{100 * h['abs']:+.1f}" if h else "-", r["status"], "yes" if r["sandboxed"] else "[red]no[/]")
+    for r in rows:
+        sig = "" if r.get("significant") in (None, True) else " [yellow](n.s.)[/]"
+        rel = "-" if r.get("rel_gain_pct") is None else f"{r['rel_gain_pct']:+.0f}"
+        norm = "-" if r.get("normalized") is None else f"{r['normalized']:.2f}"
+        cells = [r["agent"], r["task"], str(r["seed"]), _pts(r.get("baseline_test"), False), _pts(r.get("test"), False),
+                 _pts(r.get("abs_gain")) + sig, _ci(r.get("abs_ci")), rel, _pts(r.get("heldout_gain")),
+                 _ci(r.get("heldout_ci")), norm]
+        if optimize:
+            cells += [_pts(r.get("vs_baseline_config")), _ci(r.get("vs_baseline_config_ci"))]
+        cells += [r["status"], "yes" if r.get("sandboxed") else "[red]no[/]"]
+        table.add_row(*cells)
     return table
+
+
+def _robustness_table(summary: dict) -> Table:
+    table = Table(title=f"robustness of {summary['cell']}: recipe rerun from the base model "
+                        "(gains in points, 95% bootstrap intervals; across seeds: mean, sd, t interval)")
+    for col in ("model", "seed", "status", "test gain", "95% CI", "heldout gain", "95% CI ", "train s"):
+        table.add_column(col, justify="left" if col in ("model", "status") else "right")
+    for run in summary["runs"]:
+        g = run.get("gains") or {}
+        t, h = g.get("test"), g.get("heldout")
+        table.add_row(f"{run['model']} ({run['kind']})", str(run["seed"]),
+                      run["status"] + (f": {run['reason'][:60]}" if run.get("reason") else ""),
+                      _pts(t["abs"]) if t else "-", _ci([t["ci_low"], t["ci_high"]]) if t else "-",
+                      _pts(h["abs"]) if h else "-", _ci([h["ci_low"], h["ci_high"]]) if h else "-",
+                      f"{run['train_seconds']:.0f}" if run.get("train_seconds") is not None else "-")
+    for split in ("test", "heldout"):
+        agg = summary["seeds"].get(split)
+        if agg:
+            spread = "-" if agg["sd"] is None else f"sd {100 * agg['sd']:.1f}"
+            table.add_row(f"[bold]across {agg['n']} seeds[/]", "", spread,
+                          *([_pts(agg["mean"]), _ci([agg["ci_low"], agg["ci_high"]]), "", ""] if split == "test"
+                            else ["", "", _pts(agg["mean"]), _ci([agg["ci_low"], agg["ci_high"]])]), "")
+    return table
+
+
+@app.command("robustness")
+def robustness_cmd(
+    cell_dir: Path = typer.Argument(..., help="a cell folder (results/suites/NAME/cells/KEY or results/cells/ID)"),
+    overrides: Optional[List[str]] = OverridesArg,
+    quiet: bool = QuietOpt,
+) -> None:
+    """Rerun a cell's chosen recipe from the base model across seeds and on the task's second model
+    size, graded by the harness: `rlbench robustness CELL_DIR seeds=5` (also scale=false, budget_s=)."""
+    from rlbench.config.core import load_config
+    from rlbench.robustness.rerun import RobustnessConfig, run_robustness
+    from rlbench.sandbox import SandboxUnavailable
+
+    set_quiet(quiet)
+    try:
+        cfg = load_config(RobustnessConfig, overrides=overrides or [], source_name="rlbench robustness")
+        summary = run_robustness(cell_dir, cfg)
+    except (ConfigError, SandboxUnavailable) as exc:
+        _fail(exc)
+    out.print(_robustness_table(summary))
+    scale = summary.get("scale")
+    if scale:
+        verdict = "holds" if scale["holds"] else "does not hold"
+        out.print(f"scalability: the gain {verdict} on {scale['model']} (test gain interval above zero: "
+                  f"{'yes' if scale['holds'] else 'no'})", highlight=False)
+    out.print(f"written: {Path(cell_dir) / 'robustness' / 'summary.json'}", highlight=False)
 
 
 @app.command("run")
@@ -283,10 +348,16 @@ def run_cmd(
         suite_dir, results = run_suite(spec)
     except (ConfigError, SandboxUnavailable) as exc:
         _fail(exc)
+    from rlbench.io import read_json
+
     for r in results:
         out.print(f"{r['cell']}: {r['status']}" + (f" ({r['reason']})" if r.get("reason") else ""), highlight=False)
-    out.print(_cells_table(results))
-    out.print(f"suite: {suite_dir} (results.json; resume with resume={suite_dir})", highlight=False)
+    out.print(_cells_table(read_json(suite_dir / "scores.json")["cells"]))
+    for r in results:
+        if r.get("robustness"):
+            out.print(_robustness_table(r["robustness"]))
+    out.print(f"suite: {suite_dir} (results.json, scores.json, scores.csv; resume with resume={suite_dir})",
+              highlight=False)
     if any(r["status"] == "crashed" and str(r.get("reason", "")).startswith("harness:") for r in results):
         raise typer.Exit(1)
 

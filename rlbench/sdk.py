@@ -3,7 +3,8 @@
     from rlbench import sdk
     for item in sdk.train(): ...
     sdk.reward(completion_text, item["answer"])
-    sdk.submit("runs/grpo/final")
+    sdk.submit("runs/grpo/final", recipe="python train.py seed={seed}")
+    sdk.sweep("design.yaml")   # a Ray Tune sweep of a design, run by the harness
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rlbench.grading.client import status, submit
+from rlbench.grading.client import status, submit, sweep
 
 
 def root() -> Path:
@@ -52,4 +53,4 @@ def reward(text: str, answer: Any) -> float:
     return get_reward(spec.name)(text, answer, **spec.params)
 
 
-__all__ = ["root", "task", "train", "dev", "model_path", "reward", "submit", "status"]
+__all__ = ["root", "task", "train", "dev", "model_path", "reward", "submit", "sweep", "status"]

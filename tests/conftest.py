@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+# huggingface_hub reads these once, when it is first imported (during collection): set them before,
+# or every hub lookup retries the network for most of a minute
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+
 REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
 TINY_TASK = "arith-tiny"
 
 
@@ -64,3 +70,23 @@ def fresh_home(tmp_path, monkeypatch) -> Path:
 def rlbench_cmd() -> list[str]:
     exe = Path(os.sys.executable).parent / "rlbench"
     return [str(exe)]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(session_home, session_tasks):
+    """One embedded Ray for the module; its workers can import tests/hostile_agents.py."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "RLBENCH_HOME", "RLBENCH_TASKS", "RLBENCH_QUIET")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), old["PYTHONPATH"]) if p)
+    os.environ.update(RLBENCH_HOME=str(session_home), RLBENCH_TASKS=str(session_tasks), RLBENCH_QUIET="1")
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

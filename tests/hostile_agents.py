@@ -77,6 +77,14 @@ class Sleeper(Agent):
         tools.exec("touch started; sleep 120")
 
 
+class Slow(Agent):
+    """Not hostile: submits the base model after a pause, so a test can stop a suite mid-cell."""
+
+    def run(self, description: str, tools: Any) -> None:
+        tools.exec("sleep 8")
+        tools.submit("model")
+
+
 class Raiser(Agent):
     def run(self, description: str, tools: Any) -> None:
         tools.status()

@@ -14,29 +14,8 @@ import pytest
 
 from rlbench.sandbox import Sandbox, SandboxConfig, bwrap_path
 
-TESTS = Path(__file__).resolve().parent
 TINY = "arith-tiny"
 needs_bwrap = pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
-
-
-@pytest.fixture(scope="module")
-def ray_cluster(session_home, session_tasks):
-    """One embedded Ray for the module; its workers can import tests/hostile_agents.py."""
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
-    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "RLBENCH_HOME", "RLBENCH_TASKS", "RLBENCH_QUIET")}
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), old["PYTHONPATH"]) if p)
-    os.environ.update(RLBENCH_HOME=str(session_home), RLBENCH_TASKS=str(session_tasks), RLBENCH_QUIET="1")
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 def _cell(tmp_path, agent, **kw):

@@ -11,15 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import rlbench_cmd
+from conftest import TESTS, rlbench_cmd
 from rlbench.sandbox import bwrap_path
 
 pytestmark = pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
-CELLS = ["null-arith-tiny-s0", "null-arith-tiny-s1", "null-arith-tiny-s2"]
+CELLS = ["Slow-arith-tiny-s0", "Slow-arith-tiny-s1", "Slow-arith-tiny-s2"]
 
 
 def _suite_args(results: Path, name: str) -> list[str]:
-    return ["run", "agent=null", "task=arith-tiny", "seeds=[0,1,2]", f"results={results}", f"suite={name}",
+    # an agent that pauses before it submits: a cell is surely still running when the driver is killed
+    return ["run", "agent=hostile_agents:Slow", "task=arith-tiny", "seeds=[0,1,2]", f"results={results}", f"suite={name}",
             "cell_cpus=1", "--quiet"]
 
 
@@ -30,7 +31,8 @@ def _table(suite_dir: Path) -> dict[str, tuple]:
 
 
 def test_suite_killed_mid_run_resumes_to_the_same_table(tmp_path):
-    env = {**os.environ, "RLBENCH_QUIET": "1"}
+    env = {**os.environ, "RLBENCH_QUIET": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)}
     straight = subprocess.run(rlbench_cmd() + _suite_args(tmp_path, "straight"), capture_output=True, text=True,
                               env=env, timeout=900)
     assert straight.returncode == 0, straight.stdout[-2000:] + straight.stderr[-2000:]
@@ -102,5 +104,7 @@ def test_ray_configs_cluster_job_and_suite_files_are_valid():
     validate_config(prepare_config(yaml.safe_load((root / "cluster.yaml").read_text())))
     env = RuntimeEnv(**yaml.safe_load((root / "job-runtime-env.yaml").read_text()))
     assert ".venv" in env["excludes"] and "RLBENCH_RESULTS" in env["env_vars"]
-    cells = expand(load_run_spec(["seeds=[0]"], str(root / "suite-arith.yaml")))
-    assert [(c.agent, c.task, c.seed) for c in cells] == [("null", "arith-grpo", 0), ("reference", "arith-grpo", 0)]
+    spec = load_run_spec(["seeds=[0]"], str(root / "suite-arith.yaml"))
+    assert [(c.agent, c.task, c.seed) for c in expand(spec)] == [
+        ("null", "arith-grpo", 0), ("null", "hpo-grpo", 0), ("reference", "arith-grpo", 0), ("reference", "hpo-grpo", 0)]
+    assert spec.robustness.seeds == 3 and spec.robustness.agents == ["reference"]

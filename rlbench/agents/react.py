@@ -45,12 +45,16 @@ TOOL_SPECS = [
     _fn("read", "Read a file, or list a folder, inside the workspace.", {"path": {"type": "string"}}, ["path"]),
     _fn("write", "Write a text file inside the workspace.",
         {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"]),
-    _fn("submit", "Submit a checkpoint folder; answers with its dev score.", {"path": {"type": "string"}}, ["path"]),
+    _fn("submit", "Submit a checkpoint folder; answers with its dev score. `recipe`: the command that made it "
+        "(`{seed}` where the seed goes), rerun by the harness across seeds and model sizes.",
+        {"path": {"type": "string"}, "recipe": {"type": "string"}}, ["path"]),
+    _fn("sweep", "Hand the harness a design file (YAML): it runs a Ray Tune sweep of its search space and "
+        "answers with the trial table and the best configuration and checkpoint.", {"path": {"type": "string"}}, ["path"]),
     _fn("status", "Budget used and left, submissions so far.", {}, []),
     _fn("finish", "End the run (the harness then grades your best submission).",
         {"summary": {"type": "string"}}, []),
 ]
-TOOLS = {"exec", "python", "read", "write", "submit", "status"}
+TOOLS = {"exec", "python", "read", "write", "submit", "sweep", "status"}
 ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
                     "input_schema": t["function"]["parameters"]} for t in TOOL_SPECS]
 

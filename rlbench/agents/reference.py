@@ -2,15 +2,21 @@
 
 It reads the task, writes a training script into the workspace (reference_pipelines' GRPO on the
 workspace through the SDK), runs it in the sandbox inside what is left of the budget, reads the
-run's summary, and submits the checkpoint. When a run fails, is cut off, or does not raise the
-reward, it retries with the next, more conservative setting; if nothing trains, it submits the
-base model so the cell is still graded.
+run's summary, and submits the checkpoint with its recipe (the command, `{seed}` where the seed
+goes). When a run fails, is cut off, or does not raise the reward, it retries with the next, more
+conservative setting; if nothing trains, it submits the base model so the cell is still graded.
+
+On an optimize task (the workspace holds `baseline_config.yaml`) it hands the harness a design
+instead: the given settings with a search space over learning rate, group size and KL weight,
+swept by Ray Tune under ASHA, and submits the best trial's checkpoint.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+import yaml
 
 from rlbench.agents.base import Agent
 
@@ -34,22 +40,59 @@ ATTEMPTS: list[dict[str, Any]] = [
 ]
 
 
+# what the reference agent searches on an optimize task (GRPO settings known to matter on arith)
+SEARCH_SPACE: dict[str, Any] = {
+    "lr": {"loguniform": [1.0e-4, 1.0e-3]},
+    "group_size": {"choice": [4, 8]},
+    "kl_coef": {"choice": [0.0, 0.01]},
+}
+
+
 class ReferenceAgent(Agent):
     name = "reference"
 
     def run(self, description: str, tools: Any) -> None:
+        task = json.loads(tools.read("task.json").get("content") or "{}")
+        if (task.get("baseline_config") or {}).get("pipeline"):
+            self.sweep(tools)
+        else:
+            self.train(tools)
+
+    def sweep(self, tools: Any) -> None:
+        given = yaml.safe_load(tools.read("baseline_config.yaml")["content"])
+        space = self.options.get("search_space", SEARCH_SPACE)
+        fixed = {k: v for k, v in given["settings"].items() if k not in space and k not in ("eval_every", "eval_prompts")}
+        design = {"algorithm": given["pipeline"], "hyperparameters": fixed, "search_space": space,
+                  "evaluation": {"every": int(self.options.get("report_every", 50)), "prompts": 200},
+                  "sweep": {"num_samples": int(self.options.get("num_samples", 6)), "scheduler": "asha",
+                            "grace_period": 2, "reduction_factor": 2, "trial_cpus": 1, "max_trials": 16}}
+        tools.write("design.yaml", yaml.safe_dump(design, sort_keys=False))
+        result = tools.sweep("design.yaml")
+        best = result.get("best") if result.get("ok") else None
+        if best and tools.submit(best["checkpoint"]).get("ok"):
+            return
+        # no sweep result: train the given configuration and submit that
+        args = " ".join(f"{k}={v}" for k, v in given["settings"].items())
+        out = "runs/baseline"
+        run = tools.exec(f"rlbench pipeline run {given['pipeline']} --quiet task=. out={out} {args} seed={self.options.get('seed', 0)}",
+                         timeout=max(1.0, tools.remaining() - 30))
+        if run["ok"] and tools.submit(f"{out}/checkpoint", recipe=f"rlbench pipeline run {given['pipeline']} --quiet "
+                                                                  f"task=. out={out} {args} seed={{seed}}").get("ok"):
+            return
+        tools.submit("model")
+
+    def train(self, tools: Any) -> None:
         algo = self.options.get("algo", "grpo")
         attempts = self.options.get("attempts", ATTEMPTS)
         reserve = float(self.options.get("reserve_s", 60))  # time kept for submitting
-        tools.read("task.json")
         tools.write("train.py", TRAIN_PY.replace("{algo}", algo).replace("{{", "{").replace("}}", "}"))
         for i, settings in enumerate(attempts, 1):
             left = tools.remaining()
             if left <= reserve:
                 break
             out = f"runs/attempt{i}"
-            args = " ".join(f"{k}={v}" for k, v in {**settings, "out": out, "seed": self.options.get("seed", 0)}.items())
-            run = tools.exec(f"python train.py {args}", timeout=left - reserve)
+            args = " ".join(f"{k}={v}" for k, v in {**settings, "out": out}.items())
+            run = tools.exec(f"python train.py {args} seed={self.options.get('seed', 0)}", timeout=left - reserve)
             if not run["ok"]:
                 continue  # the stderr tail is in the trajectory; the next setting is more conservative
             summary = tools.read(f"{out}/summary.json")
@@ -58,6 +101,6 @@ class ReferenceAgent(Agent):
             info = json.loads(summary["content"])
             if info.get("last_reward_mean_50", 1.0) < info.get("first_reward", 0.0):
                 continue  # trained but did not learn
-            if tools.submit(f"{out}/checkpoint").get("ok"):
+            if tools.submit(f"{out}/checkpoint", recipe=f"python train.py {args} seed={{seed}}").get("ok"):
                 return
         tools.submit("model")

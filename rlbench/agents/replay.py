@@ -13,7 +13,7 @@ from rlbench.agents.base import Agent
 from rlbench.config.core import ConfigError
 from rlbench.harness.record import read_trajectory
 
-REPLAYABLE = ("exec", "python", "read", "write", "submit", "status")
+REPLAYABLE = ("exec", "python", "read", "write", "submit", "sweep", "status")
 
 
 class ReplayAgent(Agent):

@@ -1,4 +1,5 @@
-"""`./grade submit PATH` and `./grade status` inside a workspace; also the SDK's submit/status."""
+"""`./grade submit PATH [--recipe CMD]`, `./grade sweep DESIGN` and `./grade status` inside a
+workspace; also the SDK's submit, sweep and status."""
 
 from __future__ import annotations
 
@@ -14,9 +15,19 @@ def address() -> str:
     return os.environ.get("RLBENCH_GRADER", "")
 
 
-def submit(path: str) -> dict[str, Any]:
-    """Submit a checkpoint folder; relative paths are taken from the current directory."""
-    return request(address(), {"op": "submit", "path": os.path.abspath(path)})
+def submit(path: str, recipe: str = "") -> dict[str, Any]:
+    """Submit a checkpoint folder; relative paths are taken from the current directory. `recipe`:
+    the command that made it, run from the workspace (`{seed}` in it is replaced by each rerun's
+    seed), so the robustness stage can rerun it from the base model."""
+    payload = {"op": "submit", "path": os.path.abspath(path)}
+    if recipe:
+        payload["recipe"] = recipe
+    return request(address(), payload)
+
+
+def sweep(path: str) -> dict[str, Any]:
+    """Submit a design file (YAML or JSON); returns when the sweep has finished."""
+    return request(address(), {"op": "sweep", "path": os.path.abspath(path)}, timeout=24 * 3600)
 
 
 def status() -> dict[str, Any]:
@@ -29,8 +40,13 @@ def main(argv: list[str] | None = None) -> None:
         reply = status()
     elif args[:1] == ["submit"] and len(args) == 2:
         reply = submit(args[1])
+    elif args[:1] == ["submit"] and len(args) == 4 and args[2] == "--recipe":
+        reply = submit(args[1], args[3])
+    elif args[:1] == ["sweep"] and len(args) == 2:
+        reply = sweep(args[1])
     else:
-        print("usage: grade submit CHECKPOINT_DIR | grade status", file=sys.stderr)
+        print("usage: grade submit CHECKPOINT_DIR [--recipe COMMAND] | grade sweep DESIGN.yaml | grade status",
+              file=sys.stderr)
         raise SystemExit(2)
     print(json.dumps(reply, indent=2))
     raise SystemExit(0 if reply.get("ok") else 1)

@@ -7,6 +7,12 @@ connection, one JSON line each way:
 
     {"op": "submit", "path": "/workspace/runs/grpo/final"}  ->  {"ok": true, "index": 1, "dev": 0.41, ...}
     {"op": "status"}                                         ->  {"budget_s": 1200, "used_s": 73.2, ...}
+    {"op": "sweep", "path": "/workspace/design.yaml"}        ->  {"ok": true, "best": {...}, "trials": [...]}
+
+A submission may carry a recipe, the command that made it (`grade submit DIR --recipe "python
+train.py seed={seed}"`); the best checkpoint of a sweep carries its trial's command by itself. At
+each submission the server commits the workspace's code (no weights) to a repository of its own in
+the cell folder: the robustness stage reruns the recipe on that code, from the base model.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlbench.grading.validate import validate_checkpoint
+from rlbench.harness.record import Snapshots
 from rlbench.io import atomic_write_json, utc_now
 from rlbench.sandbox.runner import INSIDE_WORKSPACE, workspace_host_path
 
@@ -32,7 +39,8 @@ MAX_REQUEST = 64 * 1024
 class GradingServer:
     def __init__(self, cell_dir: Path, workspace: Path, base_model: Path, budget_s: float, max_submissions: int,
                  dev_score: Callable[[str], dict[str, Any]], max_checkpoint_bytes: int = 2 * 1024 ** 3,
-                 on_event: Callable[[str], None] | None = None):
+                 on_event: Callable[[str], None] | None = None,
+                 sweep: Callable[[Path, int], dict[str, Any]] | None = None, max_sweeps: int = 0):
         self.cell_dir = Path(cell_dir)
         self.workspace = Path(workspace).resolve()
         self.base_model = Path(base_model)
@@ -44,6 +52,13 @@ class GradingServer:
         self.started = time.monotonic()
         self.submissions: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self.sweep_fn = sweep
+        self.max_sweeps = max_sweeps if sweep else 0
+        self.sweeps: list[dict[str, Any]] = []
+        self._sweep_lock = threading.Lock()
+        self.sweeping = ""  # the design being swept now, for progress lines
+        self.recipes: dict[str, str] = {}  # host path of a sweep's best checkpoint -> its trial command
+        self._code: Snapshots | None = None
         self.log = self.cell_dir / "submissions.jsonl"
         # unix socket paths are limited to ~107 bytes, so the socket lives in a short private folder
         self._sock_dir = Path(tempfile.mkdtemp(prefix="rlbg-"))
@@ -90,21 +105,31 @@ class GradingServer:
         if op == "status":
             return self.status()
         if op == "submit":
-            return self.submit(str(request.get("path", "")))
-        return {"ok": False, "error": f"unknown op {op!r}; allowed: submit, status"}
+            recipe = request.get("recipe")
+            return self.submit(str(request.get("path", "")), str(recipe) if recipe else "")
+        if op == "sweep":
+            return self.sweep(str(request.get("path", "")))
+        return {"ok": False, "error": f"unknown op {op!r}; allowed: submit, status, sweep"}
 
     def status(self) -> dict[str, Any]:
         with self._lock:
             subs = [{k: s.get(k) for k in ("index", "ok", "dev", "reason", "t")} for s in self.submissions]
         return {"ok": True, "budget_s": self.budget_s, "used_s": round(self.used_s(), 1),
                 "remaining_s": round(self.remaining_s(), 1), "max_submissions": self.max_submissions,
+                "max_sweeps": self.max_sweeps, "sweeps_left": self.max_sweeps - len(self.sweeps),
                 "submissions_left": self.max_submissions - len(subs), "submissions": subs}
 
     def host_path(self, path: str) -> Path:
         """A path as the agent names it (inside the sandbox, or on the host) -> the host path."""
         return workspace_host_path(self.workspace, path)
 
-    def submit(self, path: str) -> dict[str, Any]:
+    def _code_snapshot(self, message: str) -> str:
+        """The workspace's code now, in the grader's own repository (the agent's snapshots are separate)."""
+        if self._code is None:
+            self._code = Snapshots(self.cell_dir / "submitted_code.git", self.workspace)
+        return self._code.commit(message) or self._code.head()
+
+    def submit(self, path: str, recipe: str = "") -> dict[str, Any]:
         with self._lock:  # one grading at a time; the count is checked and taken under the lock
             index = len(self.submissions) + 1
             record: dict[str, Any] = {"index": index, "path": path, "t": round(self.used_s(), 1),
@@ -126,7 +151,9 @@ class GradingServer:
             record.update(ok=bool(verdict and verdict.ok), reason=verdict_reason)
             if verdict and verdict.ok:
                 record.update(checkpoint=verdict.path, checkpoint_hash=verdict.checkpoint_hash,
-                              size_bytes=verdict.size_bytes)
+                              size_bytes=verdict.size_bytes, submitted_path=self._relative(path),
+                              recipe=recipe or self.recipes.get(str(self.host_path(path).resolve()), ""),
+                              code=self._code_snapshot(f"submission {index}"))
                 try:
                     dev = self.dev_score(verdict.path)
                     record.update(dev=dev["pass_at_1"], dev_ci=[dev["ci_low"], dev["ci_high"]])
@@ -141,6 +168,44 @@ class GradingServer:
         reply["submissions_left"] = self.max_submissions - index
         return reply
 
+    def _relative(self, path: str) -> str:
+        try:
+            return str(self.host_path(path).resolve().relative_to(self.workspace))
+        except ValueError:
+            return path
+
+    def sweep(self, path: str) -> dict[str, Any]:
+        """Run the design at `path` as a Ray Tune sweep; one sweep at a time, `max_sweeps` in all.
+        A design refused by validation does not count against the limit."""
+        if self.sweep_fn is None or self.max_sweeps == 0:
+            return {"ok": False, "error": "this task offers no sweeps"}
+        with self._sweep_lock:
+            if self.remaining_s() <= 0:
+                return {"ok": False, "error": "the budget is spent; no more sweeps"}
+            if len(self.sweeps) >= self.max_sweeps:
+                return {"ok": False, "error": f"sweep limit reached ({self.max_sweeps})"}
+            index = len(self.sweeps) + 1
+            self.on_event(f"sweep {index}: {path}")
+            self.sweeping = f"sweep {index} of {path} since {self.used_s():.0f} s"
+            try:
+                reply = self.sweep_fn(self.host_path(path), index)
+            finally:
+                self.sweeping = ""
+            if reply.get("refused"):
+                return {"ok": False, "error": reply["error"]}
+            best = reply.get("best")
+            if best and best.get("checkpoint"):
+                self.recipes[str((self.workspace / best["checkpoint"]).resolve())] = best["command"]
+            record = {"index": index, "path": path, "t": round(self.used_s(), 1), "time": utc_now(),
+                      "ok": bool(reply.get("ok")), "best": best, "trials": len(reply.get("trials", [])),
+                      "seconds": reply.get("seconds"), "error": reply.get("error", "")}
+            self.sweeps.append(record)
+            with open(self.cell_dir / "sweeps.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+            self.on_event(f"sweep {index}: " + (f"best dev {best['harness_dev']:.3f} ({best['trial']})" if best
+                                                else reply.get("error", "no result")))
+            return {**reply, "index": index, "sweeps_left": self.max_sweeps - index}
+
     def choose(self, select: str = "best") -> dict[str, Any] | None:
         """The submission the harness grades: best dev score (earliest on ties) or the last valid."""
         valid = [s for s in self.submissions if s.get("ok")]
@@ -152,7 +217,7 @@ class GradingServer:
 
     def save_state(self) -> None:
         atomic_write_json(self.cell_dir / "grader.json", {"budget_s": self.budget_s, "used_s": self.used_s(),
-                                                          "submissions": self.submissions})
+                                                          "submissions": self.submissions, "sweeps": self.sweeps})
 
 
 def request(address: str, payload: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from rlbench.harness.record import read_trajectory
 from rlbench.io import atomic_write_json, utc_now
 from rlbench.orchestration.ray_session import ensure_ray
 from rlbench.progress import info
+from rlbench.scoring.capabilities import capabilities
 from rlbench.sandbox.runner import SandboxConfig, require_bwrap
 
 STATUSES = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "crashed")
@@ -103,12 +104,71 @@ def _split(scores: dict[str, Any]) -> dict[str, Any]:
     return {k: scores[k] for k in ("pass_at_1", "ci_low", "ci_high", "greedy", "n") if k in scores}
 
 
+def _gain(v: dict[str, Any]) -> dict[str, Any]:
+    """A paired gain as a cell result keeps it (bootstrap intervals, percent of the base)."""
+    return {"abs": v["abs_gain"], "ci_low": v["gain_ci_low"], "ci_high": v["gain_ci_high"], "rel_pct": v["rel_gain_pct"],
+            "rel_ci_low": v["rel_ci_low"], "rel_ci_high": v["rel_ci_high"], "significant": v["significant"]}
+
+
+def _against_baseline_config(task: Any, cfg: CellConfig, checkpoint: str) -> dict[str, Any]:
+    """Optimize tasks: the chosen checkpoint against the task's baseline configuration, trained by
+    the harness from the same base with the cell's seed."""
+    from rlbench.evaluation.baseline import BASELINE_SPLITS, evaluate_model
+    from rlbench.evaluation.baseline_config import baseline_config_scores
+    from rlbench.evaluation.gain import GAIN_SPLITS, paired_gains
+
+    ref = baseline_config_scores(task, cfg.seed, device=cfg.device)
+    new = evaluate_model(checkpoint, task, BASELINE_SPLITS, device=cfg.device)
+    gains = paired_gains(ref, new, GAIN_SPLITS)
+    return {"settings": ref["baseline_config"], "scores": {s: ref["scores"][s]["pass_at_1"] for s in GAIN_SPLITS},
+            "gains": {s: _gain(v) for s, v in gains.items()}}
+
+
+def run_cell_sweep(cfg: CellConfig, cell_dir: Path, workspace: Path, design_path: Path, index: int, remaining_s: float,
+                   cpus: int, dev_score: Any) -> dict[str, Any]:
+    """A design an agent submitted, checked and swept; `{"refused": True, "error": ...}` when it
+    cannot run (that does not use up one of the task's sweeps)."""
+    from rlbench.config.core import ConfigError
+    from rlbench.harness.workspace import give_to_sandbox
+    from rlbench.tune.design import load_design
+    from rlbench.tune.sweep import SweepJob, run_sweep
+
+    real = design_path.resolve()
+    if workspace not in real.parents or not real.is_file():
+        return {"refused": True, "error": f"'{design_path}' is not a file inside the workspace"}
+    folder = cell_dir / "sweeps" / f"{index:03d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / f"design{real.suffix or '.yaml'}"
+    shutil.copyfile(real, copy)  # the harness reads its own copy: the agent keeps writing the workspace
+    try:
+        design = load_design(copy)
+    except ConfigError as exc:  # named as the agent named it, not by the harness's copy
+        return {"refused": True, "error": f"design refused: {str(exc).replace(str(copy), design_path.name)}"}
+    if design.algorithm == "custom" and not (workspace / design.entry_point).is_file():
+        return {"refused": True, "error": f"design refused: entry_point '{design.entry_point}' is not in the workspace"}
+    reserve = min(60.0, 0.1 * remaining_s)  # time left for submitting after the sweep
+    budget = min(design.sweep.time_budget_s or float("inf"), remaining_s - reserve)
+    if budget < 30:
+        return {"refused": True, "error": f"design refused: {remaining_s:.0f} s left in the budget is too little for a sweep"}
+    out_root = f"sweeps/{index:03d}"
+    (workspace / out_root).mkdir(parents=True, exist_ok=True)
+    give_to_sandbox(workspace / "sweeps", workspace / out_root)
+    job = SweepJob(design, workspace, folder, out_root, to_dict(cfg.limits), budget, seed=cfg.seed,
+                   max_concurrent=design.sweep.max_concurrent or max(1, cpus // design.sweep.trial_cpus))
+    summary = run_sweep(job, dev_score)
+    shown = workspace / out_root / "result.json"  # the agent's copy of the trial table
+    atomic_write_json(shown, summary)
+    give_to_sandbox(shown)
+    return summary
+
+
 def run_cell(cfg: CellConfig) -> dict[str, Any]:
     """Run one cell and return its result (also written to CELL_DIR/result.json)."""
     from rlbench.data.splits import prepare_data
     from rlbench.evaluation.baseline import baseline, evaluate_model
     from rlbench.evaluation.gain import score_against_base
     from rlbench.grading.server import GradingServer
+    from rlbench.grading.validate import tree_hash
     from rlbench.harness.workspace import build_workspace
     from rlbench.models.zoo import resolve_model
     from rlbench.tasks.registry import load_task, task_dir
@@ -146,13 +206,19 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         result["baseline"] = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
         workspace = build_workspace(cell_dir / "workspace", task, task_dir(task.name), base_path,
                                     data.splits["train"], data.splits["dev"]).root.resolve()
+        base_hash = tree_hash(workspace / "model")  # before the agent runs: a resubmitted base model matches it
 
         def dev_score(path: str) -> dict[str, Any]:
             return evaluate_model(path, task, ("dev",), device=cfg.device)["scores"]["dev"]
 
+        def sweep(design_path: Path, index: int) -> dict[str, Any]:
+            return run_cell_sweep(cfg, cell_dir, workspace, design_path, index, grader.remaining_s(), task.budget.cpus,
+                                  lambda p: dev_score(p)["pass_at_1"])
+
         grader = GradingServer(cell_dir, workspace, base_path, budget_s, task.budget.max_submissions, dev_score,
                                max_checkpoint_bytes=cfg.max_checkpoint_mb * 1024 ** 2,
-                               on_event=lambda msg: info(f"cell {cell_dir.name}: {msg}")).start()
+                               on_event=lambda msg: info(f"cell {cell_dir.name}: {msg}"),
+                               sweep=sweep, max_sweeps=task.budget.max_sweeps).start()
         info(f"cell {cell_dir.name}: agent '{cfg.agent}' running (budget {budget_s:.0f} s, "
              f"sandbox {cfg.sandbox}); trajectory in {cell_dir / 'trajectory.jsonl'}")
         agent_info, status, reason = _run_agent(cfg, cell_dir, workspace, grader, budget_s, task.budget.cpus)
@@ -173,14 +239,21 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             else:
                 status, reason = "no_submission", "the agent finished without submitting"
         result["status"], result["reason"] = status, reason
+        if grader.sweeps:
+            result["sweeps"] = [{k: s.get(k) for k in ("index", "ok", "trials", "seconds", "best", "error")}
+                                for s in grader.sweeps]
         if chosen:
             info(f"cell {cell_dir.name}: scoring submission {chosen['index']} on test and heldout")
             scored = score_against_base(chosen["checkpoint"], task, device=cfg.device)
             result["scores"] = {s: {"pass_at_1": v["score"], "greedy": v["greedy"]} for s, v in scored["splits"].items()}
-            result["gains"] = {s: {"abs": v["abs_gain"], "ci_low": v["gain_ci_low"], "ci_high": v["gain_ci_high"],
-                                   "rel_pct": v["rel_gain_pct"]} for s, v in scored["splits"].items()}
+            result["gains"] = {s: _gain(v) for s, v in scored["splits"].items()}
             result["chosen_checkpoint"] = {"index": chosen["index"], "hash": chosen["checkpoint_hash"],
-                                           "dev_at_submit": chosen["dev"]}
+                                           "dev_at_submit": chosen["dev"], "recipe": chosen.get("recipe", ""),
+                                           "code": chosen.get("code", ""), "path": chosen.get("submitted_path", "")}
+            if task.baseline_config.pipeline:
+                result["vs_baseline_config"] = _against_baseline_config(task, cfg, chosen["checkpoint"])
+        result["capabilities"] = capabilities(read_trajectory(cell_dir / "trajectory.jsonl"), subs, status,
+                                              base_hash)
     except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result
         result["status"] = "crashed"
         result["reason"] = f"harness: {type(exc).__name__}: {exc}"
@@ -219,6 +292,7 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
                 break
             steps = read_trajectory(cell_dir / "trajectory.jsonl")
             last = f"; last tool: {steps[-1]['tool']} ({steps[-1]['seconds']:.0f} s)" if steps else ""
+            last += f"; {grader.sweeping}" if grader.sweeping else ""
             info(f"cell {cell_dir.name}: {grader.used_s():.0f} of {budget_s:.0f} s used, {len(steps)} tool calls, "
                  f"{len(grader.submissions)} submissions{last}")
         summary = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))

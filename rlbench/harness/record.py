@@ -81,5 +81,8 @@ class Snapshots:
         self.commits += 1
         return self._git("rev-parse", "--short", "HEAD").stdout.strip()
 
+    def head(self) -> str:
+        return self._git("rev-parse", "--short", "HEAD").stdout.strip()
+
     def log(self) -> list[str]:
         return self._git("log", "--format=%h %s").stdout.splitlines()

@@ -9,7 +9,6 @@ Results are plain dicts, so an LLM agent can show them to its model as JSON.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 import tempfile
@@ -19,6 +18,7 @@ from typing import Any
 
 from rlbench.grading.server import request
 from rlbench.harness.record import Snapshots, Trajectory
+from rlbench.harness.workspace import give_to_sandbox
 from rlbench.io import utc_now
 from rlbench.sandbox.runner import Sandbox, SandboxConfig, workspace_host_path
 
@@ -109,7 +109,7 @@ class ToolBox:
         folder.mkdir(parents=True, exist_ok=True)
         script = folder / f"py_{self._py:04d}.py"
         script.write_text(code)
-        _give_to_sandbox(folder.parent, folder, script)
+        give_to_sandbox(folder.parent, folder, script)
         rel = script.relative_to(self.workspace)
         return self._sandboxed("python", {"code": code, "timeout": timeout}, f"python {self.sandbox.root}/{rel}", timeout)
 
@@ -123,7 +123,8 @@ class ToolBox:
         if r.killed == "timeout" and limit >= left:
             self.budget_hit = True
         result = {"ok": r.ok, "returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr,
-                  "seconds": round(r.seconds, 2), "killed": r.killed, "truncated": r.truncated}
+                  "seconds": round(r.seconds, 2), "killed": r.killed, "truncated": r.truncated,
+                  "max_rss_mb": _children_max_rss_mb()}
         return self._record(tool, args, result, t0, cpu0, True)
 
     def read(self, path: str, max_bytes: int = READ_LIMIT) -> dict[str, Any]:
@@ -146,34 +147,35 @@ class ToolBox:
             p = self.host_path(path)
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(content)
-            _give_to_sandbox(p.parent, p)
+            give_to_sandbox(p.parent, p)
             result = {"ok": True, "bytes": len(content.encode())}
         except (OSError, PermissionError) as exc:
             result = {"ok": False, "error": str(exc)}
         return self._record("write", args, result, t0, cpu0, True)
 
-    def submit(self, path: str) -> dict[str, Any]:
-        """Submit a checkpoint folder (relative to the workspace, or /workspace/...)."""
+    def submit(self, path: str, recipe: str = "") -> dict[str, Any]:
+        """Submit a checkpoint folder (relative to the workspace, or /workspace/...); `recipe` is the
+        command that made it, for the robustness stage (`{seed}` marks where a rerun's seed goes)."""
+        t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path, "recipe": recipe}
+        payload = {"op": "submit", "path": path, **({"recipe": recipe} if recipe else {})}
+        return self._record("submit", args, request(self.grader, payload), t0, cpu0, False)
+
+    def sweep(self, path: str) -> dict[str, Any]:
+        """Submit a design file; the harness runs its Ray Tune sweep and returns the trial table."""
         t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path}
-        result = request(self.grader, {"op": "submit", "path": path})
-        return self._record("submit", args, result, t0, cpu0, False)
+        result = request(self.grader, {"op": "sweep", "path": path}, timeout=24 * 3600)
+        return self._record("sweep", args, result, t0, cpu0, True)
 
     def status(self) -> dict[str, Any]:
         t0, cpu0 = time.monotonic(), _children_cpu()
         return self._record("status", {}, request(self.grader, {"op": "status"}, timeout=30), t0, cpu0, False)
 
 
+def _children_max_rss_mb() -> float:
+    """The largest resident set of any command this process has run so far (Linux: KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+
+
 def _children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-def _give_to_sandbox(*paths: Path) -> None:
-    """Files the harness writes for the agent belong to the sandbox uid, like the rest of it."""
-    if os.geteuid() != 0:
-        return
-    from rlbench.harness.workspace import SANDBOX_UID
-
-    for p in paths:
-        with contextlib.suppress(OSError):  # a file the agent already removed
-            os.chown(p, SANDBOX_UID, SANDBOX_UID)

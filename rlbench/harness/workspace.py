@@ -9,6 +9,7 @@ it, and the sandbox never mounts them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,15 @@ from rlbench.grading.client import main
 
 main()
 """
+
+
+def give_to_sandbox(*paths: Path) -> None:
+    """Files the harness writes for the agent belong to the sandbox uid, like the rest of it."""
+    if os.geteuid() != 0:
+        return
+    for p in paths:
+        with contextlib.suppress(OSError):  # a file the agent already removed
+            os.chown(p, SANDBOX_UID, SANDBOX_UID)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -71,9 +81,25 @@ class Workspace:
         return self.root / "description.md"
 
 
+SWEEPS = """- Sweeps: `./grade sweep design.yaml` hands the harness a design (algorithm grpo, ppo, dpo, sft,
+  or custom with `entry_point: train.py`; fixed `hyperparameters`; `preprocessing` (train_limit,
+  dedupe); `evaluation` (every, prompts); a `search_space` of choice, grid, uniform or loguniform
+  dimensions; `sweep` settings: num_samples, scheduler asha or fifo, grace_period, max_trials). It
+  runs a Ray Tune sweep in the sandbox within your budget (at most {n} sweeps), scores each finished
+  trial's checkpoint on dev, and returns the trial table and the best configuration; the best
+  checkpoint is under `sweeps/NNN/<trial>/checkpoint` and can be submitted as it is (it carries its
+  recipe). A custom entry point is run as `python SCRIPT key=value ... out=DIR seed=N` and must write
+  `DIR/steps.jsonl` lines with `step` and `dev_greedy`, and its model to `DIR/checkpoint`.
+"""
+
+
 def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> str:
     body = (task_folder / "description.md").read_text().strip()
     b = task.budget
+    sweeps = SWEEPS.format(n=b.max_sweeps) if b.max_sweeps else ""
+    baseline = ("- `baseline_config.yaml`: the given configuration of the "
+                f"`{task.baseline_config.pipeline}` reference pipeline that you are asked to improve on.\n"
+                if task.baseline_config.pipeline else "")
     return f"""{body}
 
 ## Your workspace
@@ -87,7 +113,10 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
 - `grade`: the grading client. `./grade submit PATH` submits a checkpoint folder (one that
   `from_pretrained` loads, same tokenizer and architecture family as `model/`) and prints its dev
   score; `./grade status` prints the budget used and left and your submissions so far.
-
+  `./grade submit PATH --recipe "python train.py seed={{seed}}"` also says how the checkpoint was
+  made: after you finish, the harness reruns that command on your code from the base model with
+  other seeds (`{{seed}}` is replaced) and on a larger model, to see whether your result holds.
+{sweeps}{baseline}
 ## Budget and rules
 
 - Wall clock: {b.wall_seconds} s in all, counted from the start; {b.cpus} CPUs, {b.memory_gb} GB of memory;
@@ -100,7 +129,7 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
 ## What the SDK offers
 
 - `from rlbench import sdk`: `sdk.train()`, `sdk.dev()` (lists of dicts), `sdk.reward(text, answer)`
-  (the task's reward), `sdk.model_path()`, `sdk.submit(path)`, `sdk.status()`.
+  (the task's reward), `sdk.model_path()`, `sdk.submit(path, recipe=...)`, `sdk.sweep(design)`, `sdk.status()`.
 - Reference pipelines run on this workspace:
   `rlbench pipeline run grpo task=. out=runs/grpo steps=200` (also `ppo`, `dpo`, `sft`; every field
   of the pipeline's config can be set as `key=value`), or from Python with
@@ -125,14 +154,25 @@ def build_workspace(root: Path, task: TaskConfig, task_folder: Path, base_model:
     if starter.is_dir():
         shutil.copytree(starter, root, dirs_exist_ok=True)
     (root / "task.json").write_text(json.dumps(public_task(task), indent=2))
+    if task.baseline_config.pipeline:
+        import yaml
+
+        (root / "baseline_config.yaml").write_text(yaml.safe_dump(
+            {"pipeline": task.baseline_config.pipeline, "settings": dict(task.baseline_config.settings)}, sort_keys=False))
     sizes = {"train": len(train), "dev": len(dev)}
     (root / "description.md").write_text(_description(task, task_folder, sizes))
     grade = root / "grade"
     grade.write_text(GRADE_SCRIPT)
     grade.chmod(0o755)
-    if os.geteuid() == 0:  # the sandbox runs as uid 65534; the workspace is its only writable place
-        for dirpath, dirnames, filenames in os.walk(root):
-            os.chown(dirpath, SANDBOX_UID, SANDBOX_UID)
-            for name in filenames:
-                os.chown(os.path.join(dirpath, name), SANDBOX_UID, SANDBOX_UID)
+    give_tree_to_sandbox(root)
     return Workspace(root)
+
+
+def give_tree_to_sandbox(root: Path) -> None:
+    """As root, hand a whole folder to the sandbox uid: the workspace is its only writable place."""
+    if os.geteuid() != 0:
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chown(dirpath, SANDBOX_UID, SANDBOX_UID)
+        for name in filenames:
+            os.chown(os.path.join(dirpath, name), SANDBOX_UID, SANDBOX_UID)

@@ -25,11 +25,26 @@ from typing import Any, Iterable
 
 from rlbench.config.core import ConfigError, check, load_config, to_dict
 from rlbench.harness.cell import CellConfig, cell_key, results_root, run_cell
-from rlbench.io import atomic_write_json, read_json
+from rlbench.io import atomic_write_json, atomic_write_text, read_json
 from rlbench.orchestration.ray_session import ensure_ray
 from rlbench.progress import info
+from rlbench.scoring.suite import score_suite, scores_csv
 
 FINAL = ("ok", "no_submission", "invalid_submission", "budget_exceeded")
+
+
+@dataclass
+class RobustnessStage:
+    """After the cells: rerun the chosen recipes of these agents' cells (robustness stage)."""
+
+    seeds: int = 0  # reruns on the base model per cell; 0: no robustness stage
+    scale: bool = True  # also one rerun on the task's scale model
+    agents: list[str] = field(default_factory=list)  # empty: every agent whose submission has a recipe
+    budget_s: float = 0.0  # per rerun; 0: the task's budget
+
+    def validate(self) -> None:
+        check(self.seeds >= 0, "robustness.seeds", self.seeds, ">= 0 (0: no robustness stage)")
+        check(self.budget_s >= 0, "robustness.budget_s", self.budget_s, ">= 0")
 
 
 @dataclass
@@ -42,6 +57,7 @@ class RunSpec(CellConfig):
     cell_cpus: float = 2.0  # Ray resources each cell reserves (its agent's commands run inside them)
     cell_gpus: float = 0.0
     rerun_crashed: bool = True  # on resume, also rerun cells that ended `crashed`
+    robustness: RobustnessStage = field(default_factory=RobustnessStage)
 
     def validate(self) -> None:
         super().validate()
@@ -56,7 +72,7 @@ def load_run_spec(overrides: Iterable[str], config_file: str | None = None) -> R
 
 def expand(spec: RunSpec) -> list[CellConfig]:
     cells = []
-    base = {k: copy.deepcopy(getattr(spec, k)) for k in CellConfig.__dataclass_fields__}
+    base = {k: copy.deepcopy(getattr(spec, k)) for k in CellConfig.__dataclass_fields__}  # not the suite's own keys
     for agent in spec.agents or [spec.agent]:
         for task in spec.tasks or [spec.task]:
             for seed in spec.seeds or [spec.seed]:
@@ -163,6 +179,34 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
                     "status": "crashed", "reason": f"cell task failed: {type(exc).__name__}: {exc}"[:500]}
             r = results[key]
             info(f"suite {suite_dir.name}: {key}: {r['status']} ({len(results)} of {len(keys)} done)")
+    if spec.robustness.seeds:
+        for key in keys:
+            results[key] = _robustness(results[key], spec)
     ordered = [results[k] for k in keys]
     atomic_write_json(suite_dir / "results.json", ordered)
+    scores = score_suite(ordered)
+    atomic_write_json(suite_dir / "scores.json", scores)
+    atomic_write_text(suite_dir / "scores.csv", scores_csv(scores))
     return suite_dir, ordered
+
+
+def _robustness(result: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
+    """The robustness stage of one finished cell; a cell it does not apply to is returned as it is.
+    Runs in the suite's driver, one rerun after another (each uses the cell's CPUs)."""
+    from rlbench.robustness.rerun import RobustnessConfig, run_robustness
+
+    stage = spec.robustness
+    if stage.agents and result.get("agent") not in stage.agents:
+        return result
+    if result.get("status") != "ok" or not (result.get("chosen_checkpoint") or {}).get("recipe"):
+        if stage.agents:  # asked for by name: say why it did not happen
+            info(f"robustness {result.get('cell')}: skipped (status {result.get('status')}, "
+                 f"recipe {'given' if (result.get('chosen_checkpoint') or {}).get('recipe') else 'missing'})")
+        return result
+    cfg = RobustnessConfig(seeds=stage.seeds, scale=stage.scale, budget_s=stage.budget_s, device=spec.device)
+    try:
+        run_robustness(Path(result["cell_dir"]), cfg)
+    except ConfigError as exc:
+        info(f"robustness {result.get('cell')}: {exc}")
+        return result
+    return read_json(Path(result["cell_dir"]) / "result.json")

@@ -135,6 +135,7 @@ class EvalProtocol:
 class BudgetConfig:
     wall_seconds: int = 1800
     max_submissions: int = 5
+    max_sweeps: int = 2  # designs the harness sweeps with Ray Tune (0: the task offers none)
     device: Device = Device.cpu
     cpus: int = 2
     memory_gb: int = 8
@@ -142,6 +143,7 @@ class BudgetConfig:
     def validate(self) -> None:
         check(self.wall_seconds > 0, "budget.wall_seconds", self.wall_seconds, "> 0")
         check(self.max_submissions >= 1, "budget.max_submissions", self.max_submissions, ">= 1")
+        check(self.max_sweeps >= 0, "budget.max_sweeps", self.max_sweeps, ">= 0")
         check(self.cpus >= 1, "budget.cpus", self.cpus, ">= 1")
         check(self.memory_gb >= 1, "budget.memory_gb", self.memory_gb, ">= 1")
 
@@ -160,6 +162,24 @@ class SuccessConfig:
 
 
 @dataclass
+class BaselineConfig:
+    """A working but untuned configuration of a reference pipeline (optimize tasks): the harness
+    trains it too, and the agent is scored by how far it gets beyond it."""
+
+    pipeline: str = ""  # empty: the task has none
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if not self.pipeline:
+            check(not self.settings, "baseline_config.settings", self.settings, "empty without baseline_config.pipeline")
+            return
+        from reference_pipelines.registry import load_pipeline_config, pipeline_names
+
+        check(self.pipeline in pipeline_names(), "baseline_config.pipeline", self.pipeline, ", ".join(pipeline_names()))
+        load_pipeline_config(self.pipeline, [f"{k}={v}" for k, v in self.settings.items()])
+
+
+@dataclass
 class TaskConfig:
     name: str = MISSING
     version: str = MISSING
@@ -174,3 +194,4 @@ class TaskConfig:
     eval: EvalProtocol = field(default_factory=EvalProtocol)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     success: SuccessConfig = field(default_factory=SuccessConfig)
+    baseline_config: BaselineConfig = field(default_factory=BaselineConfig)

@@ -1,0 +1,1 @@
+"""The robustness stage: a cell's recipe rerun from the base model across seeds and model sizes."""

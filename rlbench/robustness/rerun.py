@@ -1,0 +1,161 @@
+"""Rerun a cell's chosen recipe from scratch: N seeds on the task's base model, one run on its
+second size (`model.scale`, S -> M), each graded by the harness on test and heldout.
+
+The recipe is the command the chosen submission carried (`grade submit DIR --recipe CMD`, or a
+sweep's best trial command). Each rerun gets a fresh workspace built for its model, the code the
+workspace held when the submission was made (from the grader's own repository, so no weights and
+no earlier outputs), and the cell's sandbox limits; `{seed}` in the command, and RLBENCH_SEED in
+its environment, carry the rerun's seed. The checkpoint it leaves at the submitted path is
+validated and scored against that rerun's own base model. Every rerun writes its `result.json`
+atomically, so a stopped stage resumes where it was.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlbench.config.core import ConfigError, check
+from rlbench.io import atomic_write_json, read_json, utc_now
+from rlbench.progress import info
+
+
+@dataclass
+class RobustnessConfig:
+    seeds: int = 3  # reruns on the base model, seeds cell.seed, cell.seed + 1, ...
+    scale: bool = True  # one more rerun on the task's scale model at the cell's seed
+    budget_s: float = 0.0  # wall clock of each rerun; 0: the task's budget
+    device: str = "cpu"
+
+    def validate(self) -> None:
+        check(self.seeds >= 0, "seeds", self.seeds, ">= 0")
+        check(self.budget_s >= 0, "budget_s", self.budget_s, ">= 0 (0: the task's budget)")
+
+
+def _recipe(cell_dir: Path, result: dict[str, Any]) -> dict[str, Any]:
+    chosen = result.get("chosen_checkpoint") or {}
+    if result.get("status") != "ok" or not chosen:
+        raise ConfigError(f"{cell_dir}: the cell has no graded submission (status {result.get('status')}); "
+                          "nothing to rerun")
+    if not chosen.get("recipe"):
+        raise ConfigError(f"{cell_dir}: submission {chosen.get('index')} carries no recipe, so it cannot be rerun "
+                          "(submit with `--recipe CMD`, or submit a sweep's best checkpoint)")
+    if not chosen.get("code") or not (cell_dir / "submitted_code.git").is_dir():
+        raise ConfigError(f"{cell_dir}: the code snapshot of submission {chosen.get('index')} is missing")
+    return chosen
+
+
+def _restore_code(cell_dir: Path, commit: str, workspace: Path, submitted: str) -> None:
+    """The workspace's files at submission time, without the output folder of the submission
+    itself (the rerun writes it anew)."""
+    archive = subprocess.run(["git", "-c", "safe.directory=*", f"--git-dir={cell_dir / 'submitted_code.git'}",
+                              "archive", "--format=tar", commit], capture_output=True, timeout=300, check=True)
+    subprocess.run(["tar", "-x", "-C", str(workspace)], input=archive.stdout, capture_output=True, timeout=300,
+                   check=True)
+    out = (workspace / submitted).parent
+    if out.resolve() != workspace.resolve() and workspace.resolve() in out.resolve().parents:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], model: str, kind: str, seed: int,
+              cfg: RobustnessConfig) -> dict[str, Any]:
+    """One rerun of the recipe: `kind` is base or scale; returns its result (also written to disk)."""
+    from rlbench.data.splits import prepare_data
+    from rlbench.evaluation.gain import score_against_base
+    from rlbench.grading.validate import validate_checkpoint
+    from rlbench.harness.workspace import build_workspace, give_tree_to_sandbox
+    from rlbench.models.zoo import resolve_model
+    from rlbench.sandbox.runner import Sandbox, SandboxConfig
+    from rlbench.tasks.registry import load_task, task_dir
+
+    folder = cell_dir / "robustness" / f"{kind}-s{seed}"
+    done = folder / "result.json"
+    if done.is_file():
+        return read_json(done)
+    if folder.exists():  # a rerun cut off before its result: start it again
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    task = load_task(result["task"])
+    cell_cfg = result.get("config", {})
+    budget = cfg.budget_s or float(task.budget.wall_seconds)
+    command = chosen["recipe"].replace("{seed}", str(seed))
+    record: dict[str, Any] = {"kind": kind, "model": model, "seed": seed, "command": command, "started": utc_now(),
+                              "status": "failed", "reason": ""}
+    t0 = time.monotonic()
+    try:
+        data = prepare_data(task, task_dir(task.name))
+        base_path = Path(resolve_model(model).location)
+        workspace = build_workspace(folder / "workspace", task, task_dir(task.name), base_path,
+                                    data.splits["train"], data.splits["dev"]).root.resolve()
+        _restore_code(cell_dir, chosen["code"], workspace, chosen["path"])
+        give_tree_to_sandbox(workspace)
+        limits = SandboxConfig(**{**cell_cfg.get("limits", {}), "mode": cell_cfg.get("sandbox", "bwrap")})
+        sandbox = Sandbox(workspace, limits, cell_budget_s=budget, cpus=task.budget.cpus, scratch=folder / "scratch")
+        info(f"robustness {cell_dir.name}: {kind} model {model}, seed {seed}: {command}")
+        run = sandbox.run(command, timeout=budget, env={"RLBENCH_SEED": str(seed)})
+        (folder / "log.txt").write_text(f"$ {command}\n[exit {run.returncode}{' ' + run.killed if run.killed else ''}, "
+                                        f"{run.seconds:.0f} s]\n--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}\n")
+        record.update(returncode=run.returncode, train_seconds=round(run.seconds, 1), killed=run.killed)
+        if not run.ok:
+            record["reason"] = f"the recipe exited {run.returncode}{' (' + run.killed + ')' if run.killed else ''}; see log.txt"
+            return record
+        verdict = validate_checkpoint(workspace / chosen["path"], workspace, base_path, folder / "checkpoint",
+                                      int(cell_cfg.get("max_checkpoint_mb", 2048)) * 1024 ** 2)
+        if not verdict.ok:
+            record.update(status="invalid", reason=verdict.reason.replace(str(workspace), "/workspace"))
+            return record
+        scored = score_against_base(verdict.path, task, device=cfg.device, base_model=model)
+        record.update(status="ok", checkpoint_hash=verdict.checkpoint_hash,
+                      scores={s: {"base": v["base"], "pass_at_1": v["score"], "greedy": v["greedy"]}
+                              for s, v in scored["splits"].items()},
+                      gains={s: {"abs": v["abs_gain"], "ci_low": v["gain_ci_low"], "ci_high": v["gain_ci_high"],
+                                 "rel_pct": v["rel_gain_pct"], "significant": v["significant"]}
+                             for s, v in scored["splits"].items()})
+        return record
+    except Exception as exc:  # noqa: BLE001 - one failed rerun is a result, not the end of the stage
+        record["reason"] = f"harness: {type(exc).__name__}: {exc}"
+        return record
+    finally:
+        shutil.rmtree(folder / "scratch", ignore_errors=True)
+        shutil.rmtree(folder / "workspace" / "model", ignore_errors=True)  # a copy of a zoo model
+        record["seconds"] = round(time.monotonic() - t0, 1)
+        record["finished"] = utc_now()
+        atomic_write_json(done, record)
+
+
+def run_robustness(cell_dir: Path, cfg: RobustnessConfig | None = None) -> dict[str, Any]:
+    """All reruns of one cell (resuming finished ones) and their aggregate; also written to
+    CELL_DIR/robustness/summary.json and into the cell's result.json under `robustness`."""
+    from rlbench.scoring.robustness import summarize
+    from rlbench.tasks.registry import load_task
+
+    cfg = cfg or RobustnessConfig()
+    cfg.validate()
+    cell_dir = Path(cell_dir).resolve()
+    if not (cell_dir / "result.json").is_file():
+        raise ConfigError(f"{cell_dir} is not a cell folder (no result.json)")
+    result = read_json(cell_dir / "result.json")
+    chosen = _recipe(cell_dir, result)
+    task = load_task(result["task"])
+    if task.version != result.get("task_version"):
+        raise ConfigError(f"{cell_dir}: the cell ran {task.name} v{result.get('task_version')}, the task is now "
+                          f"v{task.version}; a rerun would not be comparable")
+    plan = [("base", task.model.base, int(result["seed"]) + i) for i in range(cfg.seeds)]
+    if cfg.scale:
+        if not task.model.scale:
+            info(f"robustness {cell_dir.name}: task {task.name} has no model.scale; the size check is skipped")
+        else:
+            plan.append(("scale", task.model.scale, int(result["seed"])))
+    runs = []
+    for i, (kind, model, seed) in enumerate(plan, 1):
+        info(f"robustness {cell_dir.name}: rerun {i} of {len(plan)}")
+        runs.append(rerun_one(cell_dir, result, chosen, model, kind, seed, cfg))
+    summary = summarize(result, chosen["recipe"], runs)
+    atomic_write_json(cell_dir / "robustness" / "summary.json", summary)
+    result["robustness"] = summary
+    atomic_write_json(cell_dir / "result.json", result)
+    return summary

@@ -1,0 +1,60 @@
+"""Agents that hand the harness designs, for the sweep tests (found as `sweep_agents:Class`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from rlbench.agents.base import Agent
+
+# a stand-in trainer: copies the base model (zeroing its weights for `broken`), reports the dev
+# score it claims, and logs each run, so a test can tell what the harness trusted and what ran
+FAKE_TRAIN = '''
+import json, os, shutil, sys, time
+from pathlib import Path
+
+args = dict(a.split("=", 1) for a in sys.argv[1:])
+quality, claim = args["variant"].split(":")
+root = Path(os.environ["RLBENCH_WORKSPACE"])
+out = Path(args["out"])
+out.mkdir(parents=True, exist_ok=True)
+with open(root / "trial_runs.log", "a") as f:
+    f.write(f"{args['variant']} seed={args['seed']} threads={args['num_threads']} limit={args['train_limit']}\\n")
+for step in range(1, int(args.get("reports", 3)) + 1):
+    with open(out / "steps.jsonl", "a") as f:
+        f.write(json.dumps({"step": step, "dev_greedy": float(claim)}) + "\\n")
+    time.sleep(float(args.get("pause", 0)))
+shutil.copytree(root / "model", out / "checkpoint")
+if quality == "broken":
+    from safetensors.torch import load_file, save_file
+    path = out / "checkpoint" / "model.safetensors"
+    save_file({k: v.zero_() for k, v in load_file(path).items()}, path, metadata={"format": "pt"})
+if quality == "crash":
+    raise SystemExit("this trial fails on purpose")
+'''
+
+
+def design(variants: list[str], scheduler: str = "fifo", **hyper: Any) -> dict[str, Any]:
+    return {"algorithm": "custom", "entry_point": "fake_train.py", "hyperparameters": {"pause": 0, **hyper},
+            "preprocessing": {"train_limit": 40}, "evaluation": {"every": 1, "prompts": 10},
+            "search_space": {"variant": {"grid": variants}},
+            "sweep": {"num_samples": 1, "scheduler": scheduler, "grace_period": 1, "reduction_factor": 2,
+                      "max_concurrent": 1}}
+
+
+class Sweeper(Agent):
+    """Sweeps a design whose most confident trial is broken, then one under ASHA; submits the best."""
+
+    def run(self, description: str, tools: Any) -> None:
+        tools.write("fake_train.py", FAKE_TRAIN)
+        tools.write("bad.yaml", yaml.safe_dump({**design(["good:0.1"]), "algorithm": "ppo2"}))
+        tools.sweep("bad.yaml")  # refused: does not count
+        tools.write("design.yaml", yaml.safe_dump(design(["good:0.1", "broken:0.99", "crash:0.5"])))
+        first = tools.sweep("design.yaml")
+        tools.write("asha.yaml", yaml.safe_dump(design(["good:0.9", "good:0.5", "good:0.2", "good:0.1"],
+                                                       scheduler="asha", reports=4)))
+        tools.sweep("asha.yaml")
+        tools.sweep("asha.yaml")  # over the task's limit of two
+        if first.get("ok"):
+            tools.submit(first["best"]["checkpoint"])
