@@ -58,3 +58,11 @@ class Sweeper(Agent):
         tools.sweep("asha.yaml")  # over the task's limit of two
         if first.get("ok"):
             tools.submit(first["best"]["checkpoint"])
+
+
+class GradeCli(Agent):
+    """Submits the base model from a shell, through `./grade`, with a recipe that trains nothing."""
+
+    def run(self, description: str, tools: Any) -> None:
+        tools.exec("./grade sweep")  # a usage error, not a request
+        tools.exec("./grade submit model --recipe 'echo seed={seed} > seed.txt'")

@@ -223,6 +223,7 @@ def test_reference_agent_on_an_optimize_task_and_the_robustness_stage(tmp_path, 
 
 @needs_bwrap
 def test_robustness_refuses_a_cell_without_a_recipe(tmp_path, ray_cluster):
+    from conftest import rlbench_cmd
     from rlbench.harness.cell import CellConfig, run_cell
     from rlbench.robustness.rerun import run_robustness
 
@@ -231,3 +232,26 @@ def test_robustness_refuses_a_cell_without_a_recipe(tmp_path, ray_cluster):
         run_robustness(Path(r["cell_dir"]))
     with pytest.raises(ConfigError, match="not a cell folder"):
         run_robustness(tmp_path)
+    cli = subprocess.run(rlbench_cmd() + ["robustness", r["cell_dir"], "seeds=2"], capture_output=True, text=True,
+                         timeout=300)
+    assert cli.returncode == 2 and "no recipe" in cli.stderr, cli.stderr
+
+
+@needs_bwrap
+def test_a_recipe_given_through_the_grade_command_is_rerun(tmp_path, ray_cluster):
+    from conftest import rlbench_cmd
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    r = run_cell(CellConfig(agent="sweep_agents:GradeCli", task=TINY, seed=3, results=str(tmp_path), grace_s=10))
+    assert r["status"] == "ok" and r["chosen_checkpoint"]["recipe"] == "echo seed={seed} > seed.txt", r
+    steps = [json.loads(line) for line in (Path(r["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
+    assert "usage: grade" in steps[0]["result"]["stderr"]
+    cli = subprocess.run(rlbench_cmd() + ["robustness", r["cell_dir"], "seeds=2", "--quiet"], capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(TESTS)})
+    assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
+    assert "across 2 seeds" in cli.stdout and "base" in cli.stdout
+    cell = Path(r["cell_dir"])
+    for seed in (3, 4):  # the cell's seed and the next; the base model resubmitted gains exactly nothing
+        rerun = json.loads((cell / "robustness" / f"base-s{seed}" / "result.json").read_text())
+        assert rerun["status"] == "ok" and rerun["gains"]["test"]["abs"] == 0.0, rerun
+        assert (cell / "robustness" / f"base-s{seed}" / "workspace" / "seed.txt").read_text().strip() == f"seed={seed}"

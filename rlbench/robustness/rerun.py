@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,20 @@ def _restore_code(cell_dir: Path, commit: str, workspace: Path, submitted: str) 
         shutil.rmtree(out, ignore_errors=True)
 
 
+def _run_with_heartbeat(sandbox: Any, command: str, budget: float, seed: int, every: float, label: str) -> Any:
+    """The recipe in the sandbox, with a progress line every `every` seconds while it trains."""
+    done: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: done.update(r=sandbox.run(command, timeout=budget,
+                                                                        env={"RLBENCH_SEED": str(seed)})), daemon=True)
+    t0 = time.monotonic()
+    worker.start()
+    while worker.is_alive():
+        worker.join(timeout=max(1.0, every))
+        if worker.is_alive():
+            info(f"{label}: training, {time.monotonic() - t0:.0f} s of at most {budget:.0f} s")
+    return done["r"]
+
+
 def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], model: str, kind: str, seed: int,
               cfg: RobustnessConfig) -> dict[str, Any]:
     """One rerun of the recipe: `kind` is base or scale; returns its result (also written to disk)."""
@@ -96,7 +111,8 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
         limits = SandboxConfig(**{**cell_cfg.get("limits", {}), "mode": cell_cfg.get("sandbox", "bwrap")})
         sandbox = Sandbox(workspace, limits, cell_budget_s=budget, cpus=task.budget.cpus, scratch=folder / "scratch")
         info(f"robustness {cell_dir.name}: {kind} model {model}, seed {seed}: {command}")
-        run = sandbox.run(command, timeout=budget, env={"RLBENCH_SEED": str(seed)})
+        run = _run_with_heartbeat(sandbox, command, budget, seed, float(cell_cfg.get("heartbeat_s", 30.0)),
+                                  f"robustness {cell_dir.name}: {kind} seed {seed}")
         (folder / "log.txt").write_text(f"$ {command}\n[exit {run.returncode}{' ' + run.killed if run.killed else ''}, "
                                         f"{run.seconds:.0f} s]\n--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}\n")
         record.update(returncode=run.returncode, train_seconds=round(run.seconds, 1), killed=run.killed)

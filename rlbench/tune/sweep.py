@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -81,6 +82,12 @@ def _read_new(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return records, offset + end
 
 
+def _metrics(rec: dict[str, Any]) -> dict[str, Any]:
+    """One dev line of a trial's steps.jsonl as a Tune report."""
+    return {METRIC: float(rec["dev_greedy"]), "step": int(rec.get("step", 0)),
+            "reward_mean": float(rec.get("reward_mean", float("nan")))}
+
+
 def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
     """The Tune function trainable (a closure over plain data, so it pickles to any node)."""
 
@@ -98,6 +105,13 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         out = f"{spec['out_root']}/{trial}"
         command = trial_command(design, dict(config), sandbox.root, out, spec["seed"], design.sweep.trial_cpus)
         steps = Path(spec["workspace"]) / out / "steps.jsonl"
+        mark = Path(spec["folder"]) / "finished" / trial
+        if mark.is_file():  # finished before the sweep was stopped: report it again, do not rerun it
+            for rec in _read_new(steps, 0)[0]:
+                if "dev_greedy" in rec:
+                    tune.report(_metrics(rec))
+            return
+        shutil.rmtree(Path(spec["workspace"]) / out, ignore_errors=True)  # a run cut off midway starts clean
         left = spec["deadline"] - time.time()
         if left <= 5:
             raise RuntimeError("no time left in the sweep's budget for this trial")
@@ -110,8 +124,7 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
             records, offset = _read_new(steps, offset)
             for rec in records:
                 if "dev_greedy" in rec:
-                    last = {METRIC: float(rec["dev_greedy"]), "step": int(rec.get("step", 0)),
-                            "reward_mean": float(rec.get("reward_mean", float("nan")))}
+                    last = _metrics(rec)
                     tune.report(last)
             if finished:
                 break
@@ -124,9 +137,8 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
             raise RuntimeError(f"the trial wrote no dev evaluation to {out}/steps.jsonl "
                                "(lines with 'dev_greedy'); Tune had nothing to compare")
         # ran to its end (not stopped by the scheduler): a mark in the harness's folder, not the workspace
-        marks = Path(spec["folder"]) / "finished"
-        marks.mkdir(parents=True, exist_ok=True)
-        (marks / trial).touch()
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
 
     return train
 
