@@ -296,6 +296,48 @@ def _robustness_table(summary: dict) -> Table:
     return table
 
 
+@app.command("report")
+def report_cmd(
+    cell_dir: Path = typer.Argument(..., help="a cell folder"),
+    output: Optional[Path] = typer.Option(None, "--out", help="Folder for report.html and report.json (default: the cell)."),
+) -> None:
+    """The run report of one cell: timeline, training curves, submissions, code revisions and the
+    RL methods in the agent's code, failures and recoveries, budget; HTML and a JSON twin."""
+    from rlbench.reports.cell_html import write_cell_report
+
+    try:
+        html, js = write_cell_report(cell_dir, output)
+    except ConfigError as exc:
+        _fail(exc)
+    out.print(f"report: {html}\njson: {js}", highlight=False)
+
+
+@app.command("leaderboard")
+def leaderboard_cmd(
+    suite_dir: Path = typer.Argument(..., help="a suite folder (results/suites/NAME)"),
+    output: Optional[Path] = typer.Option(None, "--out", help="Folder for leaderboard.{html,csv,json} (default: the suite)."),
+) -> None:
+    """Agents x tasks: score, gain and 95% interval, normalized score, significance; HTML (sortable,
+    filterable, plots), CSV and JSON, and the table here."""
+    from rlbench.reports.leaderboard import leaderboard_rows, write_leaderboard
+
+    try:
+        paths = write_leaderboard(suite_dir, output)
+        rows, _ = leaderboard_rows(suite_dir)
+    except ConfigError as exc:
+        _fail(exc)
+    table = Table(title=f"leaderboard {Path(suite_dir).name} (test gains in points; 95% CI: t across seeds, or bootstrap)")
+    for col in ("agent", "task", "seeds", "test %", "gain", "95% CI", "normalized", "significant", "heldout gain"):
+        table.add_column(col, justify="left" if col in ("agent", "task", "significant") else "right")
+    for r in rows:
+        table.add_row(r["agent"], r["task"], str(r["seeds"]), _pts(r["test"], False), _pts(r["abs_gain"]),
+                      _ci([r["ci_low"], r["ci_high"]]), "-" if r["normalized"] is None else f"{r['normalized']:.2f}",
+                      "-" if r["significant"] is None else ("yes" if r["significant"] else "[yellow]no[/]"),
+                      _pts(r["heldout_gain"]))
+    out.print(table)
+    out.print("\n".join(f"{k}: {v}" for k, v in paths.items()), highlight=False)
+
+
 @app.command("robustness")
 def robustness_cmd(
     cell_dir: Path = typer.Argument(..., help="a cell folder (results/suites/NAME/cells/KEY or results/cells/ID)"),
@@ -356,6 +398,12 @@ def run_cmd(
     for r in results:
         if r.get("robustness"):
             out.print(_robustness_table(r["robustness"]))
+    if (suite_dir / "leaderboard.html").is_file():
+        out.print(f"leaderboard: {suite_dir / 'leaderboard.html'} (and .csv, .json)", highlight=False)
+        for r in results:
+            report = Path(r.get("cell_dir", "")) / "report.html"
+            if r.get("cell_dir") and report.is_file():
+                out.print(f"report: {report}", highlight=False)
     out.print(f"suite: {suite_dir} (results.json, scores.json, scores.csv; resume with resume={suite_dir})",
               highlight=False)
     if any(r["status"] == "crashed" and str(r.get("reason", "")).startswith("harness:") for r in results):

@@ -10,13 +10,19 @@ DS_PREBUILD=${DS_PREBUILD:-1}
 
 step() { printf '\n==> %s\n' "$*"; }
 
-# bubblewrap sandboxes every agent command (Debian package `bubblewrap`)
-if ! command -v bwrap >/dev/null 2>&1; then
+# system packages: bubblewrap sandboxes every agent command; chromium and its driver let the tests
+# look at the HTML reports as a person would (headless)
+MISSING=()
+command -v bwrap >/dev/null 2>&1 || MISSING+=(bubblewrap)
+command -v chromium >/dev/null 2>&1 || MISSING+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || MISSING+=(chromium-driver)
+if [ ${#MISSING[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    step "installing bubblewrap (the agent sandbox)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    step "installing ${MISSING[*]} (Debian packages)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${MISSING[@]}" >/dev/null
   else
-    echo "warning: bubblewrap (bwrap) is missing; install the 'bubblewrap' package, or run cells with sandbox=none" >&2
+    echo "warning: missing Debian packages: ${MISSING[*]} (bubblewrap: or run cells with sandbox=none;" \
+         "chromium, chromium-driver: the report browser test needs them)" >&2
   fi
 fi
 

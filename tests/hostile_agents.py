@@ -81,7 +81,7 @@ class Slow(Agent):
     """Not hostile: submits the base model after a pause, so a test can stop a suite mid-cell."""
 
     def run(self, description: str, tools: Any) -> None:
-        tools.exec("sleep 8")
+        tools.exec("sleep 4")
         tools.submit("model")
 
 

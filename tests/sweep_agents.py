@@ -66,3 +66,29 @@ class GradeCli(Agent):
     def run(self, description: str, tools: Any) -> None:
         tools.exec("./grade sweep")  # a usage error, not a request
         tools.exec("./grade submit model --recipe 'echo seed={seed} > seed.txt'")
+
+
+REPORT_TRAIN = '''"""A stand-in GRPO run: group advantages with a KL penalty (kl_coef), logging a rising reward."""
+import json, math, os
+from pathlib import Path
+
+kl_coef = 0.02
+out = Path("runs/a")
+out.mkdir(parents=True, exist_ok=True)
+with open(out / "steps.jsonl", "w") as f:
+    for step in range(1, 21):
+        f.write(json.dumps({"step": step, "reward_mean": 0.2 + 0.02 * step, "kl": kl_coef * math.log(step + 1),
+                            "loss": 1.0 / step, **({"dev_greedy": 0.3 + 0.01 * step} if step % 5 == 0 else {})}) + "\\n")
+'''
+
+
+class Reporter(Agent):
+    """Leaves what a run report shows: code with RL methods in it, a failed command then a good one,
+    a step log, a refused and a valid submission."""
+
+    def run(self, description: str, tools: Any) -> None:
+        tools.write("train.py", REPORT_TRAIN)
+        tools.exec("python no_such_script.py")  # fails
+        tools.exec("python train.py")  # recovers
+        tools.submit("runs/a")  # refused: not a checkpoint
+        tools.submit("model", recipe="python train.py")

@@ -96,7 +96,8 @@ def test_sweeps_trust_the_harness_dev_score_and_asha_stops_weak_trials(tmp_path,
 
     # the S model: it scores well above zero on dev, so a broken checkpoint shows (the tiny one is near 0)
     write_tiny_task(session_tasks, "sweep-s", model={"base": "arith-s", "scale": None})
-    r = run_cell(CellConfig(agent="sweep_agents:Sweeper", task="sweep-s", seed=0, results=str(tmp_path), grace_s=10))
+    r = run_cell(CellConfig(agent="sweep_agents:Sweeper", task="sweep-s", seed=0, results=str(tmp_path), grace_s=10,
+                            wandb=True))
     assert r["status"] == "ok", r
     cell = Path(r["cell_dir"])
     steps = [json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()]
@@ -122,6 +123,8 @@ def test_sweeps_trust_the_harness_dev_score_and_asha_stops_weak_trials(tmp_path,
     assert (cell / "sweeps" / "001" / "tune").is_dir() and not (cell / "workspace" / "sweeps" / "001" / "tune").exists()
     assert r["sweeps"][0]["best"]["trial"] == first["best"]["trial"] and len(r["sweeps"]) == 2
     assert "fake_train.py" in r["chosen_checkpoint"]["recipe"] and "{seed}" in r["chosen_checkpoint"]["recipe"]
+    trial_runs = list((cell / "wandb").rglob("offline-run-*"))  # every Tune trial, logged offline by Ray's callback
+    assert len(trial_runs) >= 7, trial_runs
 
 
 RESUME_SCRIPT = """
@@ -151,7 +154,7 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path, ray_
     ws = build_workspace(tmp_path / "ws", task, task_dir(TINY), Path(resolve_model(task.model.base).location),
                          data.splits["train"], data.splits["dev"]).root.resolve()
     (ws / "fake_train.py").write_text(FAKE_TRAIN)
-    (ws / "design.yaml").write_text(yaml.safe_dump(design(["good:0.1", "good:0.2", "good:0.3"], pause=1.5)))
+    (ws / "design.yaml").write_text(yaml.safe_dump(design(["good:0.1", "good:0.2", "good:0.3"], pause=0.8)))
     (ws / "sweeps" / "001").mkdir(parents=True)
     give_tree_to_sandbox(ws)
     folder = tmp_path / "sweep"

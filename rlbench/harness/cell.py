@@ -48,6 +48,9 @@ class CellConfig:
     max_checkpoint_mb: int = 2048
     heartbeat_s: float = 30.0  # how often the driver prints the agent's progress
     device: str = "cpu"
+    wandb: bool = False  # log the cell and its sweep trials to W&B (WANDB_MODE defaults to offline)
+    wandb_project: str = "rlbench"
+    wandb_group: str = ""  # set by a suite: its name
 
     def validate(self) -> None:
         check(self.sandbox in ("bwrap", "none"), "sandbox", self.sandbox, "bwrap, none")
@@ -153,8 +156,12 @@ def run_cell_sweep(cfg: CellConfig, cell_dir: Path, workspace: Path, design_path
     out_root = f"sweeps/{index:03d}"
     (workspace / out_root).mkdir(parents=True, exist_ok=True)
     give_to_sandbox(workspace / "sweeps", workspace / out_root)
+    from rlbench.reports.wandb_log import tune_callbacks
+
     job = SweepJob(design, workspace, folder, out_root, to_dict(cfg.limits), budget, seed=cfg.seed,
-                   max_concurrent=design.sweep.max_concurrent or max(1, cpus // design.sweep.trial_cpus))
+                   max_concurrent=design.sweep.max_concurrent or max(1, cpus // design.sweep.trial_cpus),
+                   callbacks=tune_callbacks(cfg.wandb, cfg.wandb_project, cfg.wandb_group or cell_dir.name,
+                                            cell_dir))  # -> CELL/wandb/
     summary = run_sweep(job, dev_score)
     shown = workspace / out_root / "result.json"  # the agent's copy of the trial table
     atomic_write_json(shown, summary)

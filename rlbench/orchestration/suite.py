@@ -18,6 +18,7 @@ the same table as one that ran through.
 from __future__ import annotations
 
 import copy
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ class RunSpec(CellConfig):
     cell_gpus: float = 0.0
     rerun_crashed: bool = True  # on resume, also rerun cells that ended `crashed`
     robustness: RobustnessStage = field(default_factory=RobustnessStage)
+    reports: bool = True  # a run report per cell and the suite's leaderboard (HTML, JSON, CSV) at the end
 
     def validate(self) -> None:
         super().validate()
@@ -153,6 +155,7 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
             _set_aside(cell_dir)
         cell.cell_dir = str(cell_dir)
         cell.agent_cpus = 0.0  # the cell's reservation covers its agent
+        cell.wandb_group = cell.wandb_group or suite_dir.name
         todo.append((key, cell))
     if results:
         info(f"suite {suite_dir.name}: {len(results)} of {len(keys)} cells already finished, kept")
@@ -187,7 +190,32 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
     scores = score_suite(ordered)
     atomic_write_json(suite_dir / "scores.json", scores)
     atomic_write_text(suite_dir / "scores.csv", scores_csv(scores))
+    if spec.reports:
+        write_reports(suite_dir, ordered)
+    if spec.wandb:
+        from rlbench.reports.wandb_log import log_cell
+
+        for r in ordered:
+            log_cell(r, spec.wandb_group or suite_dir.name, spec.wandb_project, suite_dir)  # -> SUITE/wandb/
+        info(f"suite {suite_dir.name}: W&B runs in {suite_dir / 'wandb'} (WANDB_MODE={os.environ.get('WANDB_MODE')})")
     return suite_dir, ordered
+
+
+def write_reports(suite_dir: Path, results: list[dict[str, Any]]) -> None:
+    """Each cell's run report and the leaderboard; a report that fails is said, not fatal."""
+    from rlbench.reports.cell_html import write_cell_report
+    from rlbench.reports.leaderboard import write_leaderboard
+
+    for r in results:
+        if r.get("cell_dir") and Path(r["cell_dir"]).is_dir():
+            try:
+                write_cell_report(Path(r["cell_dir"]))
+            except Exception as exc:  # noqa: BLE001 - the cell's result stands without its report
+                info(f"report {r.get('cell')}: not written ({type(exc).__name__}: {exc})")
+    try:
+        write_leaderboard(suite_dir)
+    except Exception as exc:  # noqa: BLE001
+        info(f"leaderboard {suite_dir.name}: not written ({type(exc).__name__}: {exc})")
 
 
 def _robustness(result: dict[str, Any], spec: RunSpec) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import shlex
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,6 +41,7 @@ class SweepJob:
     time_budget_s: float
     seed: int = 0
     max_concurrent: int = 1
+    callbacks: list[Any] = field(default_factory=list)  # Tune callbacks, e.g. W&B logging
 
 
 def trial_command(design: Design, settings: dict[str, Any], root: str, out: str, seed: int | str, threads: int) -> str:
@@ -192,7 +193,7 @@ def run_sweep(job: SweepJob, dev_score: Callable[[str], float]) -> dict[str, Any
             trainable, param_space=param_space(design),
             tune_config=tune.TuneConfig(metric=METRIC, mode="max", scheduler=scheduler, num_samples=design.sweep.num_samples,
                                         max_concurrent_trials=job.max_concurrent, time_budget_s=job.time_budget_s),
-            run_config=tune.RunConfig(name="sweep", storage_path=str(storage), verbose=0,
+            run_config=tune.RunConfig(name="sweep", storage_path=str(storage), verbose=0, callbacks=job.callbacks,
                                       failure_config=tune.FailureConfig(max_failures=0)))
     info(f"sweep {job.folder.name}: {design.trial_count()} trials of {design.algorithm}, {job.max_concurrent} at a time, "
          f"budget {job.time_budget_s:.0f} s")

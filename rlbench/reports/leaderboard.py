@@ -1,0 +1,103 @@
+"""`rlbench leaderboard SUITE_DIR`: agents x tasks with score, gain, 95% interval, normalized score
+and significance, as HTML (sortable, filterable, with plots), CSV and JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from rlbench.config.core import ConfigError
+from rlbench.io import atomic_write_json, atomic_write_text, read_json
+from rlbench.reports.html import figure_div, render
+from rlbench.scoring.seeds import across_seeds
+from rlbench.scoring.suite import score_suite
+
+COLUMNS = ("agent", "task", "seeds", "ok", "test", "abs_gain", "ci_low", "ci_high", "significant", "normalized",
+           "heldout_gain", "budget_used_s")
+
+
+def leaderboard_rows(suite_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(one row per agent x task, the per-cell scores). Over several seeds the interval is the
+    Student-t one across seeds; for one seed it is that cell's paired bootstrap interval."""
+    suite_dir = Path(suite_dir)
+    if not (suite_dir / "results.json").is_file():
+        raise ConfigError(f"{suite_dir} is not a finished suite folder (no results.json)")
+    results = read_json(suite_dir / "results.json")
+    scores = read_json(suite_dir / "scores.json") if (suite_dir / "scores.json").is_file() else score_suite(results)
+    used = {r.get("cell"): (r.get("budget") or {}).get("used_seconds") for r in results}
+    cells = [{**c, "budget_used_s": used.get(c["cell"])} for c in scores["cells"]]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for c in cells:
+        groups[(c["agent"], c["task"])].append(c)
+    rows = []
+    for (agent, task), members in groups.items():
+        gains = [m["abs_gain"] for m in members if m["abs_gain"] is not None]
+        row: dict[str, Any] = {"agent": agent, "task": task, "seeds": len(members),
+                               "ok": sum(1 for m in members if m["status"] == "ok")}
+        if len(gains) >= 2:
+            agg = across_seeds(gains)
+            row.update(abs_gain=agg["mean"], ci_low=agg["ci_low"], ci_high=agg["ci_high"],
+                       significant=bool(agg["ci_low"] > 0 or agg["ci_high"] < 0))
+        elif gains:
+            m = next(m for m in members if m["abs_gain"] is not None)
+            row.update(abs_gain=m["abs_gain"], ci_low=m["abs_ci"][0], ci_high=m["abs_ci"][1], significant=m["significant"])
+        else:
+            row.update(abs_gain=None, ci_low=None, ci_high=None, significant=None)
+        for key in ("test", "normalized", "heldout_gain", "budget_used_s"):
+            values = [m[key] for m in members if m.get(key) is not None]
+            row[key] = sum(values) / len(values) if values else None
+        rows.append(row)
+    rows.sort(key=lambda r: (r["task"], -(r["abs_gain"] if r["abs_gain"] is not None else -1e9)))
+    return rows, cells
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(COLUMNS), extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def _figures(rows: list[dict[str, Any]], cells: list[dict[str, Any]]) -> dict[str, str]:
+    import plotly.graph_objects as go
+
+    gains = go.Figure()
+    for agent in sorted({r["agent"] for r in rows}):
+        mine = [r for r in rows if r["agent"] == agent and r["abs_gain"] is not None]
+        gains.add_bar(name=agent, x=[r["task"] for r in mine], y=[100 * r["abs_gain"] for r in mine],
+                      error_y={"type": "data", "symmetric": False,
+                               "array": [100 * (r["ci_high"] - r["abs_gain"]) for r in mine],
+                               "arrayminus": [100 * (r["abs_gain"] - r["ci_low"]) for r in mine]})
+    gains.update_layout(barmode="group", height=320, yaxis_title="test gain, points (95% CI)", margin={"t": 20})
+    norm = go.Figure()
+    scored = [r for r in rows if r["normalized"] is not None]
+    norm.add_bar(x=[f"{r['agent']} / {r['task']}" for r in scored], y=[r["normalized"] for r in scored])
+    if not scored:
+        norm.add_annotation(text="no normalized scores: the suite needs null and reference cells on the same task and seed",
+                            showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    norm.update_layout(height=280, yaxis_title="normalized score (null 0, reference 1)", margin={"t": 20})
+    budget = go.Figure()
+    for agent in sorted({c["agent"] for c in cells}):
+        mine = [c for c in cells if c["agent"] == agent and c["abs_gain"] is not None and c["budget_used_s"] is not None]
+        budget.add_scatter(x=[c["budget_used_s"] for c in mine], y=[100 * c["abs_gain"] for c in mine], mode="markers",
+                           name=agent, hovertext=[c["cell"] for c in mine])
+    budget.update_layout(height=300, xaxis_title="budget used, s", yaxis_title="test gain, points", margin={"t": 20})
+    return {"gains": figure_div(gains, "plot-gains"), "normalized": figure_div(norm, "plot-normalized"),
+            "budget": figure_div(budget, "plot-budget")}
+
+
+def write_leaderboard(suite_dir: Path, out_dir: Path | None = None) -> dict[str, Path]:
+    suite_dir = Path(suite_dir)
+    rows, cells = leaderboard_rows(suite_dir)
+    out_dir = Path(out_dir or suite_dir)
+    paths = {"json": out_dir / "leaderboard.json", "csv": out_dir / "leaderboard.csv", "html": out_dir / "leaderboard.html"}
+    atomic_write_json(paths["json"], {"suite": suite_dir.name, "rows": rows, "cells": cells})
+    atomic_write_text(paths["csv"], _csv(rows))
+    render("leaderboard.html.j2", paths["html"], title=f"rlbench leaderboard: {suite_dir.name}", suite=suite_dir.name,
+           rows=rows, cells=cells, figs=_figures(rows, cells))
+    return paths
