@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlbench.io import atomic_write_json, atomic_write_text
-from rlbench.progress import info
+from rlbench.progress import info, track
 from rlbench.tune.design import Design, param_space
 
 METRIC = "dev"
@@ -81,6 +81,30 @@ def _read_new(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
         if isinstance(rec, dict):
             records.append(rec)
     return records, offset + end
+
+
+_BARS: dict[str, Any] = {}  # sweep folder -> its progress bar; Tune pickles callbacks, so they hold only the key
+
+
+def _progress_callback(key: str) -> Any:
+    """A Tune callback (run in the driver) that advances the sweep's progress bar as trials end."""
+    from ray.tune import Callback
+
+    class Progress(Callback):
+        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            self._done(trial, "finished")
+
+        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            self._done(trial, "error")
+
+        def _done(self, trial: Any, how: str) -> None:
+            bar = _BARS.get(key)
+            if bar is not None:
+                bar.advance()
+                dev = (trial.last_result or {}).get(METRIC)
+                bar.update(last=f"{trial.trial_id} {how}" + (f" dev {dev:.3f}" if dev is not None else ""))
+
+    return Progress()
 
 
 def _metrics(rec: dict[str, Any]) -> dict[str, Any]:
@@ -185,6 +209,7 @@ def run_sweep(job: SweepJob, dev_score: Callable[[str], float]) -> dict[str, Any
                  if design.sweep.scheduler == "asha" else FIFOScheduler())
     storage = job.folder / "tune"
     started = time.monotonic()
+    callbacks = [_progress_callback(str(job.folder)), *job.callbacks]
     if tune.Tuner.can_restore(storage / "sweep"):
         info(f"sweep {job.folder.name}: resuming from {storage / 'sweep'}")
         tuner = tune.Tuner.restore(str(storage / "sweep"), trainable, resume_errored=False, restart_errored=False)
@@ -193,11 +218,16 @@ def run_sweep(job: SweepJob, dev_score: Callable[[str], float]) -> dict[str, Any
             trainable, param_space=param_space(design),
             tune_config=tune.TuneConfig(metric=METRIC, mode="max", scheduler=scheduler, num_samples=design.sweep.num_samples,
                                         max_concurrent_trials=job.max_concurrent, time_budget_s=job.time_budget_s),
-            run_config=tune.RunConfig(name="sweep", storage_path=str(storage), verbose=0, callbacks=job.callbacks,
+            run_config=tune.RunConfig(name="sweep", storage_path=str(storage), verbose=0, callbacks=callbacks,
                                       failure_config=tune.FailureConfig(max_failures=0)))
     info(f"sweep {job.folder.name}: {design.trial_count()} trials of {design.algorithm}, {job.max_concurrent} at a time, "
          f"budget {job.time_budget_s:.0f} s")
-    results = tuner.fit()
+    with track(f"sweep {job.folder.name}", design.trial_count()) as bar:
+        _BARS[str(job.folder)] = bar
+        try:
+            results = tuner.fit()
+        finally:
+            _BARS.pop(str(job.folder), None)
     rows = _table(results, job)
     for row in rows:
         row["harness_dev"] = None
