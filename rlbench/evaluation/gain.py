@@ -32,6 +32,13 @@ def paired_gains(reference: dict[str, Any], new: dict[str, Any], splits: Sequenc
     return out
 
 
+def result_gain(v: dict[str, Any]) -> dict[str, Any]:
+    """A split of paired_gains as results keep it (cells, robustness reruns): the bootstrap
+    intervals of the absolute and the relative gain, and whether it is distinguishable from zero."""
+    return {"abs": v["abs_gain"], "ci_low": v["gain_ci_low"], "ci_high": v["gain_ci_high"], "rel_pct": v["rel_gain_pct"],
+            "rel_ci_low": v["rel_ci_low"], "rel_ci_high": v["rel_ci_high"], "significant": v["significant"]}
+
+
 def score_against_base(checkpoint: str, task: TaskConfig, device: str = "cpu", base_model: str | None = None) -> dict[str, Any]:
     """`base_model`: another reference than the task's base (e.g. its `scale` model)."""
     ref = base_model or task.model.base

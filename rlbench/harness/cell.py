@@ -107,24 +107,18 @@ def _split(scores: dict[str, Any]) -> dict[str, Any]:
     return {k: scores[k] for k in ("pass_at_1", "ci_low", "ci_high", "greedy", "n") if k in scores}
 
 
-def _gain(v: dict[str, Any]) -> dict[str, Any]:
-    """A paired gain as a cell result keeps it (bootstrap intervals, percent of the base)."""
-    return {"abs": v["abs_gain"], "ci_low": v["gain_ci_low"], "ci_high": v["gain_ci_high"], "rel_pct": v["rel_gain_pct"],
-            "rel_ci_low": v["rel_ci_low"], "rel_ci_high": v["rel_ci_high"], "significant": v["significant"]}
-
-
 def _against_baseline_config(task: Any, cfg: CellConfig, checkpoint: str) -> dict[str, Any]:
     """Optimize tasks: the chosen checkpoint against the task's baseline configuration, trained by
     the harness from the same base with the cell's seed."""
     from rlbench.evaluation.baseline import BASELINE_SPLITS, evaluate_model
     from rlbench.evaluation.baseline_config import baseline_config_scores
-    from rlbench.evaluation.gain import GAIN_SPLITS, paired_gains
+    from rlbench.evaluation.gain import GAIN_SPLITS, paired_gains, result_gain
 
     ref = baseline_config_scores(task, cfg.seed, device=cfg.device)
     new = evaluate_model(checkpoint, task, BASELINE_SPLITS, device=cfg.device)
     gains = paired_gains(ref, new, GAIN_SPLITS)
     return {"settings": ref["baseline_config"], "scores": {s: ref["scores"][s]["pass_at_1"] for s in GAIN_SPLITS},
-            "gains": {s: _gain(v) for s, v in gains.items()}}
+            "gains": {s: result_gain(v) for s, v in gains.items()}}
 
 
 def run_cell_sweep(cfg: CellConfig, cell_dir: Path, workspace: Path, design_path: Path, index: int, remaining_s: float,
@@ -173,7 +167,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
     """Run one cell and return its result (also written to CELL_DIR/result.json)."""
     from rlbench.data.splits import prepare_data
     from rlbench.evaluation.baseline import baseline, evaluate_model
-    from rlbench.evaluation.gain import score_against_base
+    from rlbench.evaluation.gain import result_gain, score_against_base
     from rlbench.grading.server import GradingServer
     from rlbench.grading.validate import tree_hash
     from rlbench.harness.workspace import build_workspace
@@ -253,7 +247,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             info(f"cell {cell_dir.name}: scoring submission {chosen['index']} on test and heldout")
             scored = score_against_base(chosen["checkpoint"], task, device=cfg.device)
             result["scores"] = {s: {"pass_at_1": v["score"], "greedy": v["greedy"]} for s, v in scored["splits"].items()}
-            result["gains"] = {s: _gain(v) for s, v in scored["splits"].items()}
+            result["gains"] = {s: result_gain(v) for s, v in scored["splits"].items()}
             result["chosen_checkpoint"] = {"index": chosen["index"], "hash": chosen["checkpoint_hash"],
                                            "dev_at_submit": chosen["dev"], "recipe": chosen.get("recipe", ""),
                                            "code": chosen.get("code", ""), "path": chosen.get("submitted_path", "")}

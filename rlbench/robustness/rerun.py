@@ -80,7 +80,7 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
               cfg: RobustnessConfig) -> dict[str, Any]:
     """One rerun of the recipe: `kind` is base or scale; returns its result (also written to disk)."""
     from rlbench.data.splits import prepare_data
-    from rlbench.evaluation.gain import score_against_base
+    from rlbench.evaluation.gain import result_gain, score_against_base
     from rlbench.grading.validate import validate_checkpoint
     from rlbench.harness.workspace import build_workspace, give_tree_to_sandbox
     from rlbench.models.zoo import resolve_model
@@ -128,9 +128,7 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
         record.update(status="ok", checkpoint_hash=verdict.checkpoint_hash,
                       scores={s: {"base": v["base"], "pass_at_1": v["score"], "greedy": v["greedy"]}
                               for s, v in scored["splits"].items()},
-                      gains={s: {"abs": v["abs_gain"], "ci_low": v["gain_ci_low"], "ci_high": v["gain_ci_high"],
-                                 "rel_pct": v["rel_gain_pct"], "significant": v["significant"]}
-                             for s, v in scored["splits"].items()})
+                      gains={s: result_gain(v) for s, v in scored["splits"].items()})
         return record
     except Exception as exc:  # noqa: BLE001 - one failed rerun is a result, not the end of the stage
         record["reason"] = f"harness: {type(exc).__name__}: {exc}"
