@@ -249,13 +249,15 @@ class Rollout:
             self.engine.update_weights(weights)
 
 
-def dev_accuracy(rollout: Rollout, task: Any, dev: Sequence[dict[str, Any]], max_new_tokens: int) -> float:
-    """The pipeline's own greedy dev accuracy: a training signal, never a reported score."""
-    from rlbench.rewards import get_reward
+def dev_accuracy(rollout: Rollout, task: Any, dev: Sequence[dict[str, Any]], max_new_tokens: int) -> float | None:
+    """The pipeline's own greedy dev accuracy: a training signal, never a reported score. None on
+    a task whose dev items carry no answers (only the grading server scores dev there)."""
+    from rlbench.rewards.source import batch_rewards, has_answers
 
-    reward = get_reward(task.reward.name)
+    if not dev or not has_answers(dev):
+        return None
     outs = rollout.generate([d["prompt"] for d in dev], greedy=True, max_new_tokens=max_new_tokens)
-    return sum(reward(o[0].text, d["answer"], **task.reward.params) for o, d in zip(outs, dev)) / max(len(dev), 1)
+    return sum(batch_rewards(task, dev, [o[0].text for o in outs])) / len(dev)
 
 
 class StepLog:
@@ -304,7 +306,9 @@ class RunContext:
         if rollout is not None and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
             if sync_before_eval:
                 rollout.sync(self.learner.export_weights())
-            rec["dev_greedy"] = dev_accuracy(rollout, self.task, self.data.dev[: cfg.eval_prompts], cfg.max_new_tokens)
+            dev = dev_accuracy(rollout, self.task, self.data.dev[: cfg.eval_prompts], cfg.max_new_tokens)
+            if dev is not None:
+                rec["dev_greedy"] = dev
         self.log.write(rec)
         self.history.append(rec)
         bar.advance()

@@ -49,13 +49,70 @@ def tasks_list() -> None:
         tasks = list_tasks()
     except ConfigError as exc:
         _fail(exc)
+    from rlbench.tasks.validation import load_validations
+
+    validations = load_validations()
     table = Table(title="rlbench tasks")
-    for col in ("name", "version", "category", "kind", "difficulty", "base model", "budget"):
+    for col in ("name", "version", "category", "kind", "difficulty", "base model", "rewards", "budget", "validated"):
         table.add_column(col)
     for t in tasks:
-        budget = f"{t.budget.wall_seconds // 60} min, {t.budget.max_submissions} subm., {t.budget.device.value}"
-        table.add_row(t.name, t.version, t.category.value, t.kind.value, t.difficulty.value, t.model.base, budget)
+        b = t.budget
+        budget = f"{b.wall_seconds // 60} min, {b.max_submissions} subm." + (f", {b.max_sweeps} sweeps" if b.max_sweeps else "")
+        budget += f", {b.device.value}"
+        rewards = t.reward.access.value + (f" ({b.reward_queries:,} queries)" if t.reward.access.value == "endpoint" else "")
+        v = validations.get(t.name)
+        state = "-" if not v or v.get("version") != t.version else ("passed" if v["passed"] else "failed")
+        table.add_row(t.name, t.version, t.category.value, t.kind.value, t.difficulty.value, t.model.base, rewards,
+                      budget, state)
     out.print(table)
+
+
+@tasks_app.command("validate")
+def tasks_validate(name: str, overrides: Optional[List[str]] = OverridesArg, quiet: bool = QuietOpt) -> None:
+    """Run the null and reference agents on 3 seeds and check that the task discriminates: null gain
+    indistinguishable from zero, reference gain above zero on 2 of 3 seeds, every cell within 20 min.
+    Writes tasks/NAME/validation.json (`write=false`: only print). Options: seeds=N max_cell_s=S
+    sandbox=bwrap|none results=DIR."""
+    from rlbench.config.core import load_config
+    from rlbench.sandbox import SandboxUnavailable, require_bwrap
+    from rlbench.tasks.validation import ValidationConfig, table_markdown, validate_task
+    from rlbench.tasks.registry import load_task
+
+    set_quiet(quiet)
+    try:
+        cfg = load_config(ValidationConfig, None, overrides=overrides or [], source_name="rlbench tasks validate")
+        task = load_task(name)
+        if cfg.sandbox == "bwrap":
+            require_bwrap()
+        record = validate_task(name, cfg)
+    except (ConfigError, SandboxUnavailable) as exc:
+        _fail(exc)
+    for check_name, c in record["checks"].items():
+        out.print(f"{'[green]ok[/]' if c['ok'] else '[red]FAILED[/]'}  {check_name}: "
+                  + ", ".join(f"{k}={v}" for k, v in c.items() if k != "ok"))
+    out.print(table_markdown([task], {name: record}), highlight=False, markup=False)
+    out.print(f"{name}: validation {'passed' if record['passed'] else 'FAILED'} in {record['seconds']:.0f} s; "
+              f"suite {record['suite']}" + (f"; written to tasks/{name}/validation.json" if cfg.write else ""),
+              highlight=False)
+    if not record["passed"]:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("table")
+def tasks_table(write: bool = typer.Option(False, "--write", help="Rewrite the table in tasks/README.md.")) -> None:
+    """The table of every task's validation (base score, null and reference gains), as markdown."""
+    from rlbench.paths import tasks_root
+    from rlbench.tasks.registry import list_tasks
+    from rlbench.tasks.validation import load_validations, table_markdown, write_readme_table
+
+    try:
+        table = table_markdown(list_tasks(), load_validations())
+    except ConfigError as exc:
+        _fail(exc)
+    out.print(table, highlight=False, markup=False, soft_wrap=True)
+    if write:
+        write_readme_table(tasks_root() / "README.md", table)
+        out.print(f"written: {tasks_root() / 'README.md'}", highlight=False)
 
 
 @tasks_app.command("show")

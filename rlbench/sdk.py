@@ -2,7 +2,8 @@
 
     from rlbench import sdk
     for item in sdk.train(): ...
-    sdk.reward(completion_text, item["answer"])
+    sdk.reward(completion_text, item["answer"])      # tasks whose items carry answers
+    sdk.rewards(items, completion_texts)             # any task: local, or the reward endpoint
     sdk.submit("runs/grpo/final", recipe="python train.py seed={seed}")
     sdk.sweep("design.yaml")   # a Ray Tune sweep of a design, run by the harness
 """
@@ -14,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rlbench.grading.client import status, submit, sweep
+from rlbench.grading.client import claim, status, submit, sweep
 
 
 def root() -> Path:
@@ -46,11 +47,20 @@ def model_path() -> str:
 
 
 def reward(text: str, answer: Any) -> float:
-    """The task's own reward: the same function the harness grades with."""
+    """The task's own reward: the same function the harness grades with (needs the answer, so
+    only on tasks whose items carry one; elsewhere use `rewards`)."""
     from rlbench.rewards import get_reward
 
     spec = task().reward
     return get_reward(spec.name)(text, answer, **spec.params)
 
 
-__all__ = ["root", "task", "train", "dev", "model_path", "reward", "submit", "sweep", "status"]
+def rewards(items: list[dict[str, Any]], texts: list[str]) -> list[float]:
+    """One reward per (item, completion): computed here when the items carry answers, else asked of
+    the grading server's reward endpoint (counted against the task's reward query budget)."""
+    from rlbench.rewards.source import batch_rewards
+
+    return batch_rewards(task(), items, texts)
+
+
+__all__ = ["root", "task", "train", "dev", "model_path", "reward", "rewards", "submit", "sweep", "claim", "status"]

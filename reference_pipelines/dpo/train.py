@@ -35,17 +35,20 @@ class DPOConfig(PipelineConfig):
 
 
 def build_pairs(rollout: Rollout, task: Any, items: list[dict[str, Any]], cfg: DPOConfig) -> list[dict[str, str]]:
-    from rlbench.rewards import get_reward
+    from rlbench.rewards.source import batch_rewards, has_answers
 
-    reward = get_reward(task.reward.name)
     groups = rollout.generate([it["prompt"] for it in items], n=cfg.samples_per_prompt, temperature=cfg.temperature,
                               max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
     rng = random.Random(cfg.seed)
     pairs = []
+    flat = batch_rewards(task, [it for it, comps in zip(items, groups) for _ in comps],
+                         [c.text for comps in groups for c in comps])
+    k = 0
     for it, comps in zip(items, groups):
-        good = [c.text for c in comps if reward(c.text, it["answer"], **task.reward.params) > 0]
-        bad = [c.text for c in comps if reward(c.text, it["answer"], **task.reward.params) <= 0]
-        if not good and cfg.gold_fallback:
+        scores, k = flat[k:k + len(comps)], k + len(comps)
+        good = [c.text for c, r in zip(comps, scores) if r > 0]
+        bad = [c.text for c, r in zip(comps, scores) if r <= 0]
+        if not good and cfg.gold_fallback and has_answers([it]):
             good = [it["answer"]]
         if good and bad:
             pairs.append({"prompt": it["prompt"], "chosen": rng.choice(good), "rejected": rng.choice(bad)})

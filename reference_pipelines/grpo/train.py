@@ -37,12 +37,11 @@ class GRPOConfig(PipelineConfig):
 
 
 def run(cfg: GRPOConfig) -> dict[str, Any]:
-    from rlbench.rewards import get_reward
+    from rlbench.rewards.source import batch_rewards
 
     ctx = start_run("grpo", cfg, reference_model=cfg.kl_coef > 0)
     task, data, model_path, learner = ctx.task, ctx.data, ctx.model_path, ctx.learner
     rollout = Rollout(model_path, cfg)
-    reward_fn = get_reward(task.reward.name)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
     with track(f"grpo {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):
@@ -51,12 +50,11 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
             prompts = [it["prompt"] for it in items]
             groups = rollout.generate(prompts, n=cfg.group_size, temperature=cfg.temperature, top_p=cfg.top_p,
                                       max_new_tokens=cfg.max_new_tokens, seed=cfg.seed * 1_000_003 + step)
-            flat_prompts, flat_ids, rewards = [], [], []
-            for it, comps in zip(items, groups):
-                for c in comps:
-                    flat_prompts.append(it["prompt"])
-                    flat_ids.append(c.token_ids)
-                    rewards.append(reward_fn(c.text, it["answer"], **task.reward.params))
+            flat_items = [it for it, comps in zip(items, groups) for _ in comps]
+            flat_prompts = [it["prompt"] for it in flat_items]
+            flat_ids = [c.token_ids for comps in groups for c in comps]
+            # local with answers, else the grading server's reward endpoint (rlbench/rewards/source.py)
+            rewards = batch_rewards(task, flat_items, [c.text for comps in groups for c in comps])
             r = torch.tensor(rewards, dtype=torch.float32)
             adv = group_advantages(r, cfg.group_size, cfg.normalize_std)
             if cfg.share_prompt:

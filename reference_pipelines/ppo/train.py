@@ -54,7 +54,7 @@ class PPOConfig(PipelineConfig):
 
 def run(cfg: PPOConfig) -> dict[str, Any]:
     from rlbench.engines.learner import LearnerConfig, deepspeed_engine
-    from rlbench.rewards import get_reward
+    from rlbench.rewards.source import batch_rewards
 
     ctx = start_run("ppo", cfg, reference_model=True)
     task, data, model_path, learner = ctx.task, ctx.data, ctx.model_path, ctx.learner
@@ -62,7 +62,6 @@ def run(cfg: PPOConfig) -> dict[str, Any]:
     critic = deepspeed_engine(ValueModel(model_path, learner.attention),
                               LearnerConfig(zero_stage=cfg.zero_stage, lr=cfg.critic_lr), learner.dtype)
     rollout = Rollout(model_path, cfg)
-    reward_fn = get_reward(task.reward.name)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
     with track(f"ppo {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):
@@ -71,12 +70,10 @@ def run(cfg: PPOConfig) -> dict[str, Any]:
             groups = rollout.generate([it["prompt"] for it in items], n=cfg.samples_per_prompt,
                                       temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
                                       seed=cfg.seed * 1_000_003 + step)
-            prompts, ids, scores = [], [], []
-            for it, comps in zip(items, groups):
-                for c in comps:
-                    prompts.append(it["prompt"])
-                    ids.append(c.token_ids)
-                    scores.append(reward_fn(c.text, it["answer"], **task.reward.params))
+            flat_items = [it for it, comps in zip(items, groups) for _ in comps]
+            prompts = [it["prompt"] for it in flat_items]
+            ids = [c.token_ids for comps in groups for c in comps]
+            scores = batch_rewards(task, flat_items, [c.text for comps in groups for c in comps])
             seq = build_sequences(learner.tokenizer, prompts, ids, cfg.max_new_tokens)
             score = torch.tensor(scores)
             with torch.no_grad():

@@ -27,16 +27,27 @@ def paired_gains(reference: dict[str, Any], new: dict[str, Any], splits: Sequenc
             "base": b["pass_at_1"], "score": s["pass_at_1"], "base_greedy": b.get("greedy"), "greedy": s.get("greedy"),
             "abs_gain": g.abs_gain, "gain_ci_low": g.ci_low, "gain_ci_high": g.ci_high,
             "rel_gain_pct": g.rel_gain_pct, "rel_ci_low": g.rel_ci_low, "rel_ci_high": g.rel_ci_high,
-            "significant": g.significant, "n": g.n,
+            "significant": g.significant, "n": g.n, **win_rate(b["per_item"], s["per_item"]),
         }
     return out
+
+
+def win_rate(base: Sequence[float], new: Sequence[float]) -> dict[str, float]:
+    """Share of prompts where the new model's score beats the reference's (ties count half), with
+    a 95% interval over prompts: the preference-style reading of the same paired scores."""
+    from rlbench.evaluation.stats import mean_ci
+
+    outcome = [1.0 if s > b + 1e-9 else 0.0 if s < b - 1e-9 else 0.5 for b, s in zip(base, new)]
+    mean, lo, hi = mean_ci(outcome)
+    return {"win_rate": mean, "win_ci_low": lo, "win_ci_high": hi}
 
 
 def result_gain(v: dict[str, Any]) -> dict[str, Any]:
     """A split of paired_gains as results keep it (cells, robustness reruns): the bootstrap
     intervals of the absolute and the relative gain, and whether it is distinguishable from zero."""
     return {"abs": v["abs_gain"], "ci_low": v["gain_ci_low"], "ci_high": v["gain_ci_high"], "rel_pct": v["rel_gain_pct"],
-            "rel_ci_low": v["rel_ci_low"], "rel_ci_high": v["rel_ci_high"], "significant": v["significant"]}
+            "rel_ci_low": v["rel_ci_low"], "rel_ci_high": v["rel_ci_high"], "significant": v["significant"],
+            "win_rate": v.get("win_rate")}
 
 
 def score_against_base(checkpoint: str, task: TaskConfig, device: str = "cpu", base_model: str | None = None) -> dict[str, Any]:

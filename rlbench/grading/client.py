@@ -1,5 +1,5 @@
-"""`./grade submit PATH [--recipe CMD]`, `./grade sweep DESIGN` and `./grade status` inside a
-workspace; also the SDK's submit, sweep and status."""
+"""`./grade submit PATH [--recipe CMD]`, `./grade sweep DESIGN`, `./grade claim INDEX GAIN LOW HIGH`
+and `./grade status` inside a workspace; also the SDK's submit, sweep, claim and status."""
 
 from __future__ import annotations
 
@@ -30,6 +30,13 @@ def sweep(path: str) -> dict[str, Any]:
     return request(address(), {"op": "sweep", "path": os.path.abspath(path)}, timeout=24 * 3600)
 
 
+def claim(index: int, test_gain: float, ci: tuple[float, float]) -> dict[str, Any]:
+    """Claim submission `index`'s absolute test gain over the base model (fractions: 0.12 is +12
+    points) with a 95% interval; evaluate tasks score the claim against the harness's measurement."""
+    return request(address(), {"op": "claim", "index": int(index), "test_gain": float(test_gain),
+                               "ci": [float(ci[0]), float(ci[1])]}, timeout=30)
+
+
 def status() -> dict[str, Any]:
     return request(address(), {"op": "status"}, timeout=30)
 
@@ -44,9 +51,14 @@ def main(argv: list[str] | None = None) -> None:
         reply = submit(args[1], args[3])
     elif args[:1] == ["sweep"] and len(args) == 2:
         reply = sweep(args[1])
+    elif args[:1] == ["claim"] and len(args) == 5:
+        try:
+            reply = claim(int(args[1]), float(args[2]), (float(args[3]), float(args[4])))
+        except ValueError:
+            reply = {"ok": False, "error": "grade claim INDEX GAIN LOW HIGH: an integer and three numbers"}
     else:
-        print("usage: grade submit CHECKPOINT_DIR [--recipe COMMAND] | grade sweep DESIGN.yaml | grade status",
-              file=sys.stderr)
+        print("usage: grade submit CHECKPOINT_DIR [--recipe COMMAND] | grade sweep DESIGN.yaml | "
+              "grade claim INDEX GAIN LOW HIGH | grade status", file=sys.stderr)
         raise SystemExit(2)
     print(json.dumps(reply, indent=2))
     raise SystemExit(0 if reply.get("ok") else 1)

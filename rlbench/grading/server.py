@@ -8,6 +8,11 @@ connection, one JSON line each way:
     {"op": "submit", "path": "/workspace/runs/grpo/final"}  ->  {"ok": true, "index": 1, "dev": 0.41, ...}
     {"op": "status"}                                         ->  {"budget_s": 1200, "used_s": 73.2, ...}
     {"op": "sweep", "path": "/workspace/design.yaml"}        ->  {"ok": true, "best": {...}, "trials": [...]}
+    {"op": "reward", "ids": [...], "completions": [...]}     ->  {"ok": true, "rewards": [...], "queries_left": N}
+    {"op": "claim", "index": 2, "test_gain": 0.1, "ci": [0.07, 0.13]}  ->  {"ok": true}
+
+`reward` exists on tasks whose answers the agent never sees (rlbench/grading/rewards.py); `claim`
+records the agent's own estimate of a submission's test gain, scored on evaluate tasks.
 
 A submission may carry a recipe, the command that made it (`grade submit DIR --recipe "python
 train.py seed={seed}"`); the best checkpoint of a sweep carries its trial's command by itself. At
@@ -40,7 +45,8 @@ class GradingServer:
     def __init__(self, cell_dir: Path, workspace: Path, base_model: Path, budget_s: float, max_submissions: int,
                  dev_score: Callable[[str], dict[str, Any]], max_checkpoint_bytes: int = 2 * 1024 ** 3,
                  on_event: Callable[[str], None] | None = None,
-                 sweep: Callable[[Path, int], dict[str, Any]] | None = None, max_sweeps: int = 0):
+                 sweep: Callable[[Path, int], dict[str, Any]] | None = None, max_sweeps: int = 0,
+                 rewards: Any = None):
         self.cell_dir = Path(cell_dir)
         self.workspace = Path(workspace).resolve()
         self.base_model = Path(base_model)
@@ -57,6 +63,7 @@ class GradingServer:
         self.sweeps: list[dict[str, Any]] = []
         self._sweep_lock = threading.Lock()
         self.sweeping = ""  # the design being swept now, for progress lines
+        self.rewards = rewards  # a RewardService, or None: the task has no reward endpoint
         self.recipes: dict[str, str] = {}  # host path of a sweep's best checkpoint -> its trial command
         self._code: Snapshots | None = None
         self.log = self.cell_dir / "submissions.jsonl"
@@ -109,7 +116,38 @@ class GradingServer:
             return self.submit(str(request.get("path", "")), str(recipe) if recipe else "")
         if op == "sweep":
             return self.sweep(str(request.get("path", "")))
-        return {"ok": False, "error": f"unknown op {op!r}; allowed: submit, status, sweep"}
+        if op == "reward":
+            if self.rewards is None:
+                return {"ok": False, "error": "this task has no reward endpoint: its train items carry answers"}
+            if self.remaining_s() <= 0:
+                return {"ok": False, "error": "the budget is spent; no more reward queries"}
+            return self.rewards.query(request.get("ids"), request.get("completions"))
+        if op == "claim":
+            return self.claim(request.get("index"), request.get("test_gain"), request.get("ci"))
+        return {"ok": False, "error": f"unknown op {op!r}; allowed: submit, status, sweep, reward, claim"}
+
+    def claim(self, index: Any, gain: Any, ci: Any) -> dict[str, Any]:
+        """The agent's estimate of submission `index`'s absolute test gain over the base model,
+        with its 95% interval; a later claim on the same submission replaces the earlier one."""
+        try:
+            index, gain = int(index), float(gain)
+            lo, hi = (float(ci[0]), float(ci[1])) if ci is not None else (gain, gain)
+        except (TypeError, ValueError, IndexError):
+            return {"ok": False, "error": "claim needs index (int), test_gain (a number, e.g. 0.12 for +12 points) "
+                                          "and ci ([low, high])"}
+        if not (lo <= gain <= hi) or not all(-1.0 <= v <= 1.0 for v in (lo, gain, hi)):
+            return {"ok": False, "error": "claim: need -1 <= ci low <= test_gain <= ci high <= 1 (gains as fractions)"}
+        with self._lock:
+            sub = next((s for s in self.submissions if s["index"] == index), None)
+            if sub is None or not sub.get("ok"):
+                return {"ok": False, "error": f"no valid submission #{index}"}
+            if self.remaining_s() <= 0:
+                return {"ok": False, "error": "the budget is spent; no more claims"}
+            sub["claim"] = {"test_gain": gain, "ci": [lo, hi], "t": round(self.used_s(), 1)}
+            with open(self.cell_dir / "claims.jsonl", "a") as f:
+                f.write(json.dumps({"index": index, **sub["claim"], "time": utc_now()}) + "\n")
+        self.on_event(f"claim on submission {index}: {100 * gain:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+        return {"ok": True, "index": index, "claim": sub["claim"]}
 
     def status(self) -> dict[str, Any]:
         with self._lock:
@@ -117,7 +155,8 @@ class GradingServer:
         return {"ok": True, "budget_s": self.budget_s, "used_s": round(self.used_s(), 1),
                 "remaining_s": round(self.remaining_s(), 1), "max_submissions": self.max_submissions,
                 "max_sweeps": self.max_sweeps, "sweeps_left": self.max_sweeps - len(self.sweeps),
-                "submissions_left": self.max_submissions - len(subs), "submissions": subs}
+                "submissions_left": self.max_submissions - len(subs), "submissions": subs,
+                **({"reward_queries_left": self.rewards.left} if self.rewards is not None else {})}
 
     def host_path(self, path: str) -> Path:
         """A path as the agent names it (inside the sandbox, or on the host) -> the host path."""
@@ -216,8 +255,9 @@ class GradingServer:
         return max(valid, key=lambda s: (s["dev"], -s["index"]))
 
     def save_state(self) -> None:
-        atomic_write_json(self.cell_dir / "grader.json", {"budget_s": self.budget_s, "used_s": self.used_s(),
-                                                          "submissions": self.submissions, "sweeps": self.sweeps})
+        atomic_write_json(self.cell_dir / "grader.json", {
+            "budget_s": self.budget_s, "used_s": self.used_s(), "submissions": self.submissions, "sweeps": self.sweeps,
+            "reward_queries": self.rewards.summary() if self.rewards is not None else None})
 
 
 def request(address: str, payload: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:

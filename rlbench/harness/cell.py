@@ -121,6 +121,24 @@ def _against_baseline_config(task: Any, cfg: CellConfig, checkpoint: str) -> dic
             "gains": {s: result_gain(v) for s, v in gains.items()}}
 
 
+def kl_constraint(task: Any, checkpoint: str, test: list[dict[str, Any]], gain: dict[str, Any], device: str) -> dict[str, Any]:
+    """KL-constrained tasks: the chosen checkpoint's KL to the base on the test prompts; the
+    constrained gain is the test gain when the limit holds and zero when it does not."""
+    from rlbench.evaluation.kl import kl_to_base
+
+    kl = kl_to_base(checkpoint, task.model.base, task, test, device=device)
+    ok = kl["kl"] <= task.constraints.max_kl
+    return {"max_kl": task.constraints.max_kl, **kl, "satisfied": ok, "constrained_gain": gain["abs"] if ok else 0.0}
+
+
+def reward_service(task: Any, train: list[dict[str, Any]], log: Path | None) -> Any:
+    """The reward endpoint of a task whose answers the agent never sees; None on the others."""
+    from rlbench.grading.rewards import RewardService
+    from rlbench.harness.workspace import answers_hidden
+
+    return RewardService(task, train, task.budget.reward_queries, log) if answers_hidden(task) else None
+
+
 def run_cell_sweep(cfg: CellConfig, cell_dir: Path, workspace: Path, design_path: Path, index: int, remaining_s: float,
                    cpus: int, dev_score: Any) -> dict[str, Any]:
     """A design an agent submitted, checked and swept; `{"refused": True, "error": ...}` when it
@@ -219,7 +237,8 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         grader = GradingServer(cell_dir, workspace, base_path, budget_s, task.budget.max_submissions, dev_score,
                                max_checkpoint_bytes=cfg.max_checkpoint_mb * 1024 ** 2,
                                on_event=lambda msg: info(f"cell {cell_dir.name}: {msg}"),
-                               sweep=sweep, max_sweeps=task.budget.max_sweeps).start()
+                               sweep=sweep, max_sweeps=task.budget.max_sweeps,
+                               rewards=reward_service(task, data.splits["train"], cell_dir / "reward_queries.jsonl")).start()
         info(f"cell {cell_dir.name}: agent '{cfg.agent}' running (budget {budget_s:.0f} s, "
              f"sandbox {cfg.sandbox}); trajectory in {cell_dir / 'trajectory.jsonl'}")
         agent_info, status, reason = _run_agent(cfg, cell_dir, workspace, grader, budget_s, task.budget.cpus)
@@ -240,6 +259,8 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             else:
                 status, reason = "no_submission", "the agent finished without submitting"
         result["status"], result["reason"] = status, reason
+        if grader.rewards is not None:
+            result["reward_queries"] = grader.rewards.summary()
         if grader.sweeps:
             result["sweeps"] = [{k: s.get(k) for k in ("index", "ok", "trials", "seconds", "best", "error")}
                                 for s in grader.sweeps]
@@ -253,6 +274,13 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
                                            "code": chosen.get("code", ""), "path": chosen.get("submitted_path", "")}
             if task.baseline_config.pipeline:
                 result["vs_baseline_config"] = _against_baseline_config(task, cfg, chosen["checkpoint"])
+            if task.claims.required or chosen.get("claim"):
+                from rlbench.scoring.claims import score_claim
+
+                result["claim"] = score_claim(chosen.get("claim"), result["gains"]["test"])
+            if task.constraints.max_kl > 0:
+                result["constraint"] = kl_constraint(task, chosen["checkpoint"], data.splits["test"], result["gains"]["test"],
+                                                     cfg.device)
         result["capabilities"] = capabilities(read_trajectory(cell_dir / "trajectory.jsonl"), subs, status,
                                               base_hash)
     except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result

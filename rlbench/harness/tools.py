@@ -166,6 +166,12 @@ class ToolBox:
         result = request(self.grader, {"op": "sweep", "path": path}, timeout=24 * 3600)
         return self._record("sweep", args, result, t0, cpu0, True)
 
+    def claim(self, index: int, test_gain: float, ci: tuple[float, float]) -> dict[str, Any]:
+        """Claim a submission's test gain with a 95% interval (evaluate tasks score the claim)."""
+        t0, cpu0 = time.monotonic(), _children_cpu()
+        args = {"index": index, "test_gain": test_gain, "ci": list(ci)}
+        return self._record("claim", args, request(self.grader, {"op": "claim", **args}, timeout=30), t0, cpu0, False)
+
     def status(self) -> dict[str, Any]:
         t0, cpu0 = time.monotonic(), _children_cpu()
         return self._record("status", {}, request(self.grader, {"op": "status"}, timeout=30), t0, cpu0, False)

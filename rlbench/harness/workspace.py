@@ -93,9 +93,35 @@ SWEEPS = """- Sweeps: `./grade sweep design.yaml` hands the harness a design (al
 """
 
 
+REWARD_ENDPOINT = """- Rewards: the items carry no answers. `./grade reward` is the only source of rewards: send
+  train ids with completions and get one reward each (`sdk.rewards(items, texts)` does it for you;
+  the reference pipelines use it by themselves). At most {n} completions are scored in all, on train
+  prompts only; every query is logged. `./grade status` shows how many are left.
+"""
+
+
+def answers_hidden(task: TaskConfig) -> bool:
+    from rlbench.tasks.spec import RewardAccess
+
+    return task.reward.access == RewardAccess.endpoint
+
+
+def visible_items(task: TaskConfig, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Items as the workspace shows them: without `answer` when rewards come from the endpoint."""
+    if not answers_hidden(task):
+        return items
+    return [{k: v for k, v in it.items() if k != "answer"} for it in items]
+
+
 def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> str:
     body = (task_folder / "description.md").read_text().strip()
     b = task.budget
+    hidden = answers_hidden(task)
+    fields = "`prompt` and `id` (and the task's own fields; no `answer`)" if hidden else "`prompt` and `answer`"
+    rewards = REWARD_ENDPOINT.format(n=b.reward_queries) if hidden else ""
+    claims = ("- Claims: `./grade claim INDEX GAIN LOW HIGH` states your estimate of submission INDEX's absolute "
+              "test gain\n  over the base model with its 95% interval (fractions: 0.12 is +12 points); it is "
+              "scored against the\n  harness's measurement.\n" if task.claims.required else "")
     sweeps = SWEEPS.format(n=b.max_sweeps) if b.max_sweeps else ""
     baseline = ("- `baseline_config.yaml`: the given configuration of the "
                 f"`{task.baseline_config.pipeline}` reference pipeline that you are asked to improve on.\n"
@@ -106,7 +132,7 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
 
 - `model/`: the base model (a Hugging Face folder: `AutoModelForCausalLM.from_pretrained("model")`).
 - `data/train.jsonl` ({sizes['train']} items) and `data/dev.jsonl` ({sizes['dev']} items): one JSON
-  object per line with `prompt` and `answer`. Test and heldout splits exist but you never see them.
+  object per line with {fields}. Test and heldout splits exist but you never see them.
 - `task.json`: the public task spec (reward `{task.reward.name}`, metric `{task.metric.value}`, the
   evaluation protocol: {task.eval.samples_per_prompt} samples per prompt at temperature {task.eval.temperature},
   at most {task.eval.max_new_tokens} new tokens).
@@ -116,7 +142,7 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
   `./grade submit PATH --recipe "python train.py seed={{seed}}"` also says how the checkpoint was
   made: after you finish, the harness reruns that command on your code from the base model with
   other seeds (`{{seed}}` is replaced) and on a larger model, to see whether your result holds.
-{sweeps}{baseline}
+{rewards}{claims}{sweeps}{baseline}
 ## Budget and rules
 
 - Wall clock: {b.wall_seconds} s in all, counted from the start; {b.cpus} CPUs, {b.memory_gb} GB of memory;
@@ -128,8 +154,10 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
 
 ## What the SDK offers
 
-- `from rlbench import sdk`: `sdk.train()`, `sdk.dev()` (lists of dicts), `sdk.reward(text, answer)`
-  (the task's reward), `sdk.model_path()`, `sdk.submit(path, recipe=...)`, `sdk.sweep(design)`, `sdk.status()`.
+- `from rlbench import sdk`: `sdk.train()`, `sdk.dev()` (lists of dicts), `sdk.rewards(items, texts)`
+  (the task's reward of each completion; `sdk.reward(text, answer)` where items carry answers),
+  `sdk.model_path()`, `sdk.submit(path, recipe=...)`, `sdk.claim(index, gain, (low, high))`,
+  `sdk.sweep(design)`, `sdk.status()`.
 - Reference pipelines run on this workspace:
   `rlbench pipeline run grpo task=. out=runs/grpo steps=200` (also `ppo`, `dpo`, `sft`; every field
   of the pipeline's config can be set as `key=value`), or from Python with
@@ -146,8 +174,8 @@ def build_workspace(root: Path, task: TaskConfig, task_folder: Path, base_model:
         raise FileExistsError(f"workspace {root} already exists: every cell gets a fresh one")
     root.mkdir(parents=True)
     (root / "data").mkdir()
-    write_jsonl(root / "data" / "train.jsonl", train)
-    write_jsonl(root / "data" / "dev.jsonl", dev)
+    write_jsonl(root / "data" / "train.jsonl", visible_items(task, train))
+    write_jsonl(root / "data" / "dev.jsonl", visible_items(task, dev))
     shutil.copytree(base_model, root / "model", symlinks=False,
                     ignore=shutil.ignore_patterns("*.lock", "rlbench_meta.json"))
     starter = task_folder / "starter"

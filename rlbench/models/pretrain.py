@@ -18,11 +18,11 @@ from typing import Any
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from rlbench.data.generators import resolve_generator
+from rlbench.data.generators import corpus_format, resolve_generator
 from rlbench.engines.hf_generate import generate
 from rlbench.models.recipe import ModelRecipe
 from rlbench.progress import track
-from rlbench.rewards import exact_int
+from rlbench.rewards import get_reward
 
 
 @dataclass
@@ -80,10 +80,12 @@ def _batch(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> dict[str, to
     return {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
 
 
-def calibration_accuracy(model, tokenizer, items: list[dict[str, Any]], max_new_tokens: int = 8) -> float:
+def calibration_accuracy(model, tokenizer, items: list[dict[str, Any]], max_new_tokens: int = 8,
+                         reward: str = "exact_int") -> float:
+    fn = get_reward(reward)
     outs = generate(model, tokenizer, [it["prompt"] for it in items], greedy=True,
                     max_new_tokens=max_new_tokens, batch_size=256)
-    return sum(exact_int(o[0].text, it["answer"]) for o, it in zip(outs, items)) / max(len(items), 1)
+    return sum(fn(o[0].text, it["answer"]) for o, it in zip(outs, items)) / max(len(items), 1)
 
 
 def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> tuple[LlamaForCausalLM, PretrainLog]:
@@ -111,7 +113,7 @@ def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> tuple[L
             loss_ema = loss.item() if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * loss.item()
             bar.advance()
             if step % cfg.eval_every == 0 or step == cfg.max_steps:
-                acc = calibration_accuracy(model, tokenizer, calib)
+                acc = calibration_accuracy(model, tokenizer, calib, *reversed(corpus_format(corpus.gen)))
                 log.curve.append({"step": step, "loss": round(loss_ema, 4), "calib_greedy_acc": acc,
                                   "seconds": round(time.monotonic() - start, 1)})
                 bar.update(loss=f"{loss_ema:.3f}", acc=f"{acc:.3f}")

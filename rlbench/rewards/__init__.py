@@ -6,10 +6,12 @@ from typing import Callable
 
 from rlbench.config.core import ConfigError
 from rlbench.rewards.exact import exact_int
+from rlbench.rewards.graded import int_closeness
+from rlbench.rewards.text import exact_text
 
 RewardFn = Callable[..., float]
 
-_REWARDS: dict[str, RewardFn] = {"exact_int": exact_int}
+_REWARDS: dict[str, RewardFn] = {"exact_int": exact_int, "int_closeness": int_closeness, "exact_text": exact_text}
 
 
 def get_reward(name: str) -> RewardFn:
@@ -21,4 +23,4 @@ def get_reward(name: str) -> RewardFn:
         ) from None
 
 
-__all__ = ["RewardFn", "get_reward", "exact_int"]
+__all__ = ["RewardFn", "get_reward", "exact_int", "int_closeness", "exact_text"]

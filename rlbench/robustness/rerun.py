@@ -81,7 +81,9 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
     """One rerun of the recipe: `kind` is base or scale; returns its result (also written to disk)."""
     from rlbench.data.splits import prepare_data
     from rlbench.evaluation.gain import result_gain, score_against_base
+    from rlbench.grading.server import GradingServer
     from rlbench.grading.validate import validate_checkpoint
+    from rlbench.harness.cell import reward_service
     from rlbench.harness.workspace import build_workspace, give_tree_to_sandbox
     from rlbench.models.zoo import resolve_model
     from rlbench.sandbox.runner import Sandbox, SandboxConfig
@@ -101,6 +103,7 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
     record: dict[str, Any] = {"kind": kind, "model": model, "seed": seed, "command": command, "started": utc_now(),
                               "status": "failed", "reason": ""}
     t0 = time.monotonic()
+    grader = None
     try:
         data = prepare_data(task, task_dir(task.name))
         base_path = Path(resolve_model(model).location)
@@ -109,7 +112,11 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
         _restore_code(cell_dir, chosen["code"], workspace, chosen["path"])
         give_tree_to_sandbox(workspace)
         limits = SandboxConfig(**{**cell_cfg.get("limits", {}), "mode": cell_cfg.get("sandbox", "bwrap")})
-        sandbox = Sandbox(workspace, limits, cell_budget_s=budget, cpus=task.budget.cpus, scratch=folder / "scratch")
+        rewards = reward_service(task, data.splits["train"], folder / "reward_queries.jsonl")
+        if rewards is not None:  # the recipe's rewards come from the endpoint, as in the cell
+            grader = GradingServer(folder, workspace, base_path, budget, 0, lambda path: {}, rewards=rewards).start()
+        sandbox = Sandbox(workspace, limits, cell_budget_s=budget, cpus=task.budget.cpus, scratch=folder / "scratch",
+                          grader_socket=grader.socket_path if grader is not None else None)
         info(f"robustness {cell_dir.name}: {kind} model {model}, seed {seed}: {command}")
         run = _run_with_heartbeat(sandbox, command, budget, seed, float(cell_cfg.get("heartbeat_s", 30.0)),
                                   f"robustness {cell_dir.name}: {kind} seed {seed}")
@@ -134,6 +141,9 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
         record["reason"] = f"harness: {type(exc).__name__}: {exc}"
         return record
     finally:
+        if grader is not None:
+            record["reward_queries"] = grader.rewards.summary()
+            grader.close()
         shutil.rmtree(folder / "scratch", ignore_errors=True)
         shutil.rmtree(folder / "workspace" / "model", ignore_errors=True)  # a copy of a zoo model
         record["seconds"] = round(time.monotonic() - t0, 1)

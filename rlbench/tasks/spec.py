@@ -47,7 +47,13 @@ class Device(str, enum.Enum):
 
 
 class Metric(str, enum.Enum):
-    pass_at_1 = "pass_at_1"
+    pass_at_1 = "pass_at_1"  # binary rewards: the mean of correct samples per prompt
+    mean_reward = "mean_reward"  # graded rewards in [0, 1]: the same mean, of a score rather than a hit
+
+
+class RewardAccess(str, enum.Enum):
+    local = "local"  # train and dev carry answers; the agent computes rewards itself
+    endpoint = "endpoint"  # no answers reach the agent: rewards only from the grading API, counted
 
 
 class DataSource(str, enum.Enum):
@@ -107,6 +113,15 @@ class DataConfig:
 class RewardConfig:
     name: str = "exact_int"
     params: dict[str, Any] = field(default_factory=dict)
+    # endpoint: the workspace's train and dev lack `answer`, and rewards on train prompts come only
+    # from `./grade reward` (at most budget.reward_queries completions, every query logged). SFT on
+    # labels cannot saturate such a task.
+    access: RewardAccess = RewardAccess.local
+
+    def validate(self) -> None:
+        from rlbench.rewards import get_reward
+
+        get_reward(self.name)
 
 
 @dataclass
@@ -136,6 +151,7 @@ class BudgetConfig:
     wall_seconds: int = 1800
     max_submissions: int = 5
     max_sweeps: int = 2  # designs the harness sweeps with Ray Tune (0: the task offers none)
+    reward_queries: int = 0  # completions the reward endpoint scores (reward.access=endpoint)
     device: Device = Device.cpu
     cpus: int = 2
     memory_gb: int = 8
@@ -144,6 +160,7 @@ class BudgetConfig:
         check(self.wall_seconds > 0, "budget.wall_seconds", self.wall_seconds, "> 0")
         check(self.max_submissions >= 1, "budget.max_submissions", self.max_submissions, ">= 1")
         check(self.max_sweeps >= 0, "budget.max_sweeps", self.max_sweeps, ">= 0")
+        check(self.reward_queries >= 0, "budget.reward_queries", self.reward_queries, ">= 0")
         check(self.cpus >= 1, "budget.cpus", self.cpus, ">= 1")
         check(self.memory_gb >= 1, "budget.memory_gb", self.memory_gb, ">= 1")
 
@@ -159,6 +176,25 @@ class SuccessConfig:
     """A run succeeds when the test gain over the base model reaches this (absolute, in points/100)."""
 
     min_abs_gain: float = 0.05
+
+
+@dataclass
+class ConstraintConfig:
+    """What a result must also satisfy. `max_kl`: the mean per-prompt KL(trained || base) on the
+    test prompts, measured by the harness on the trained model's own samples (0: no constraint)."""
+
+    max_kl: float = 0.0
+
+    def validate(self) -> None:
+        check(self.max_kl >= 0, "constraints.max_kl", self.max_kl, ">= 0 (0: none)")
+
+
+@dataclass
+class ClaimsConfig:
+    """Evaluate tasks: the agent must claim its own test gain (`./grade claim`), and the claim is
+    scored against the harness's measurement."""
+
+    required: bool = False
 
 
 @dataclass
@@ -195,3 +231,10 @@ class TaskConfig:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     success: SuccessConfig = field(default_factory=SuccessConfig)
     baseline_config: BaselineConfig = field(default_factory=BaselineConfig)
+    constraints: ConstraintConfig = field(default_factory=ConstraintConfig)
+    claims: ClaimsConfig = field(default_factory=ClaimsConfig)
+
+    def validate(self) -> None:
+        if self.reward.access == RewardAccess.endpoint:
+            check(self.budget.max_sweeps == 0, "budget.max_sweeps", self.budget.max_sweeps,
+                  "0 when reward.access=endpoint (trials report dev scores, which need answers)")

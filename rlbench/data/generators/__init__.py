@@ -22,7 +22,18 @@ class Generator(Protocol):
 
 
 def _builtin() -> dict[str, str]:
-    return {"arith": "rlbench.data.generators.arith:generate"}
+    return {"arith": "rlbench.data.generators.arith:generate",
+            "arith_pairs": "rlbench.data.generators.arith:generate_pairs",
+            "words": "rlbench.data.generators.words:generate"}
+
+
+def corpus_format(gen: Generator) -> tuple[str, int]:
+    """(reward name, max new tokens) of a generator's format, from its module's `REWARD` and
+    `MAX_NEW_TOKENS`: what a base model pretrained on the corpus is calibrated with."""
+    import sys
+
+    module = sys.modules.get(getattr(gen, "__module__", ""), None)
+    return getattr(module, "REWARD", "exact_int"), int(getattr(module, "MAX_NEW_TOKENS", 8))
 
 
 def resolve_generator(spec: str, task_folder: Path | None = None) -> Generator:

@@ -31,3 +31,26 @@ def generate(family: str, rng: random.Random, params: dict[str, Any]) -> dict[st
             a, b = rng.randint(0, hi), rng.randint(0, hi)
         a, b = min(a, b), max(a, b)
     return {"prompt": f"{a}+{b}=", "answer": str(a + b), "family": family}
+
+
+def generate_pairs(family: str, rng: random.Random, params: dict[str, Any]) -> dict[str, Any]:
+    """An addition problem with a preference pair of answers judged by the hidden gold reward
+    (rlbench/rewards/graded.py:int_closeness): `chosen` is nearer the true sum than `rejected`,
+    and is exactly right only some of the time, so the pairs never list the answers."""
+    item = generate(family, rng, params)
+    want = int(item["answer"])
+    p = {"exact_share": 0.4, **(params or {})}
+
+    def near(lo: int, hi: int) -> int:
+        while True:
+            off = rng.randint(lo, hi) * rng.choice((-1, 1))
+            if want + off >= 0:
+                return want + off
+
+    if rng.random() < float(p["exact_share"]):
+        chosen = want
+        rejected = near(1, 30)
+    else:
+        a, b = near(1, 6), near(8, 40)
+        chosen, rejected = (a, b) if abs(a - want) < abs(b - want) else (b, a)
+    return {**item, "chosen": str(chosen), "rejected": str(rejected)}

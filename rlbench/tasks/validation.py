@@ -1,0 +1,208 @@
+"""`rlbench tasks validate NAME`: a task proves that it discriminates before it joins the suite.
+
+It runs the null agent (the base model, unchanged) and the reference agent on several seeds as one
+suite, and passes only when (1) every null cell's test gain interval contains zero, (2) the
+reference agent's test gain interval lies above zero on at least two seeds of three (the same
+share of other counts), and the task's own constraint holds on those seeds, and (3) every cell,
+scoring included, finished within `max_cell_s` (20 minutes on 2 cores by default). The verdict and
+the numbers behind it go to `tasks/NAME/validation.json`, from which `tasks/README.md`'s table is
+written (`rlbench tasks table --write`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlbench.config.core import check
+from rlbench.io import atomic_write_json, read_json, utc_now
+from rlbench.paths import tasks_root
+
+VALIDATION_FILE = "validation.json"
+
+
+@dataclass
+class ValidationConfig:
+    seeds: int = 3
+    max_cell_s: float = 1200.0  # a cell of either agent, from start to scored result
+    sandbox: str = "bwrap"
+    results: str = ""  # where the validation suite goes; empty: $RLBENCH_RESULTS or ./results
+    write: bool = True  # write tasks/NAME/validation.json
+
+    def validate(self) -> None:
+        check(self.seeds >= 1, "seeds", self.seeds, ">= 1")
+        check(self.max_cell_s > 0, "max_cell_s", self.max_cell_s, "> 0")
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _cell_row(r: dict[str, Any]) -> dict[str, Any]:
+    gains = r.get("gains") or {}
+    test, held = gains.get("test") or {}, gains.get("heldout") or {}
+    row: dict[str, Any] = {
+        "agent": r.get("agent"), "seed": r.get("seed"), "status": r.get("status"), "reason": r.get("reason", "")[:300],
+        "cell_seconds": r.get("cell_seconds"), "cell": r.get("cell"),
+        "base_test": ((r.get("baseline") or {}).get("test") or {}).get("pass_at_1"),
+        "test_score": ((r.get("scores") or {}).get("test") or {}).get("pass_at_1"),
+        "test_gain": test.get("abs"), "test_ci": [test.get("ci_low"), test.get("ci_high")] if test else None,
+        "heldout_gain": held.get("abs"), "heldout_ci": [held.get("ci_low"), held.get("ci_high")] if held else None,
+        "win_rate": test.get("win_rate"),
+    }
+    if r.get("vs_baseline_config"):
+        v = r["vs_baseline_config"]["gains"]["test"]
+        row["vs_baseline_config"] = {"gain": v["abs"], "ci": [v["ci_low"], v["ci_high"]]}
+    if r.get("constraint"):
+        c = r["constraint"]
+        row["constraint"] = {k: c[k] for k in ("max_kl", "kl", "ci_low", "ci_high", "satisfied", "constrained_gain")}
+    if r.get("claim"):
+        row["claim"] = {k: r["claim"].get(k) for k in ("made", "claimed", "claimed_ci", "abs_error", "covered")}
+    if r.get("reward_queries"):
+        row["reward_queries"] = r["reward_queries"]
+    return row
+
+
+def judge(rows: list[dict[str, Any]], seeds: int, max_cell_s: float) -> dict[str, Any]:
+    """The three checks on the cells' rows; `passed` only when all hold."""
+    null = [r for r in rows if r["agent"] == "null"]
+    ref = [r for r in rows if r["agent"] == "reference"]
+
+    def zero_inside(r: dict[str, Any]) -> bool:
+        return r["status"] == "ok" and r["test_ci"] is not None and r["test_ci"][0] <= 0 <= r["test_ci"][1]
+
+    def above_zero(r: dict[str, Any]) -> bool:
+        ok = r["status"] == "ok" and r["test_ci"] is not None and r["test_ci"][0] > 0
+        return ok and (r.get("constraint") or {}).get("satisfied", True)
+
+    need = math.ceil(2 * seeds / 3)
+    positive = sum(above_zero(r) for r in ref)
+    slow = [r["cell"] for r in rows if (r.get("cell_seconds") or 0) > max_cell_s]
+    checks = {
+        "null_indistinguishable_from_zero": {"ok": len(null) == seeds and all(zero_inside(r) for r in null),
+                                             "seeds": [r["seed"] for r in null if zero_inside(r)]},
+        "reference_above_zero": {"ok": len(ref) == seeds and positive >= need, "seeds_above": positive, "needed": need},
+        "fits_budget": {"ok": not slow, "max_cell_s": max_cell_s, "over": slow,
+                        "longest_s": max((r.get("cell_seconds") or 0 for r in rows), default=0)},
+    }
+    return {"checks": checks, "passed": all(c["ok"] for c in checks.values())}
+
+
+def validate_task(name: str, cfg: ValidationConfig | None = None) -> dict[str, Any]:
+    """Run the validation suite of task `name` and return (and by default write) its verdict."""
+    from rlbench.orchestration.suite import load_run_spec, run_suite
+    from rlbench.tasks.registry import load_task, task_dir
+
+    cfg = cfg or ValidationConfig()
+    cfg.validate()
+    task = load_task(name)
+    suite = f"validate-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    overrides = ["agents=[null,reference]", f"tasks=[{name}]", f"seeds=[{','.join(str(s) for s in range(cfg.seeds))}]",
+                 f"suite={suite}", f"sandbox={cfg.sandbox}", "reports=false", "robustness.seeds=0",
+                 "robustness.scale=false"]
+    if cfg.results:
+        overrides.append(f"results={cfg.results}")
+    t0 = time.monotonic()
+    suite_dir, results = run_suite(load_run_spec(overrides))
+    rows = [_cell_row(r) for r in results]
+    verdict = judge(rows, cfg.seeds, cfg.max_cell_s)
+    record = {
+        "task": task.name, "version": task.version, "category": task.category.value, "kind": task.kind.value,
+        "difficulty": task.difficulty.value, "metric": task.metric.value, "reward_access": task.reward.access.value,
+        "budget_s": task.budget.wall_seconds, "validated": utc_now(), "commit": _commit(),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "command": f"rlbench tasks validate {name} seeds={cfg.seeds}", "suite": str(suite_dir),
+        "seconds": round(time.monotonic() - t0, 1), **verdict, "cells": rows,
+    }
+    if cfg.write:
+        atomic_write_json(task_dir(name) / VALIDATION_FILE, record)
+    return record
+
+
+def load_validations() -> dict[str, dict[str, Any]]:
+    """Every task's stored validation, by task name (tasks never validated are absent)."""
+    root = tasks_root()
+    out = {}
+    for path in sorted(root.glob(f"*/{VALIDATION_FILE}")):
+        out[path.parent.name] = read_json(path)
+    return out
+
+
+def _pts(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}"
+
+
+def _mean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def table_markdown(tasks: list[Any], validations: dict[str, dict[str, Any]]) -> str:
+    """The baselines-and-reference-gains table of tasks/README.md."""
+    lines = ["| task | category | kind | difficulty | budget | rewards | base test | null gain (test) | "
+             "reference gain (test), per seed [95% CI] | reference heldout gain (mean) | task's own score | "
+             "longest cell | validation |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for t in tasks:
+        v = validations.get(t.name)
+        head = (f"| `{t.name}` | {t.category.value} | {t.kind.value} | {t.difficulty.value} | "
+                f"{t.budget.wall_seconds // 60} min | {t.reward.access.value} | ")
+        if not v or v.get("version") != t.version:
+            lines.append(head + "- | - | - | - | - | - | not validated |")
+            continue
+        null = [r for r in v["cells"] if r["agent"] == "null"]
+        ref = [r for r in v["cells"] if r["agent"] == "reference"]
+        base = _mean([r.get("base_test") for r in v["cells"]])
+        null_txt = ", ".join(_pts(r["test_gain"]) for r in null)
+        ref_txt = "; ".join(f"{_pts(r['test_gain'])} [{_pts(r['test_ci'][0])}, {_pts(r['test_ci'][1])}]"
+                            if r.get("test_ci") else r["status"] for r in ref)
+        own = _own_score(ref)
+        verdict = "passed" if v["passed"] else "failed: " + ", ".join(k for k, c in v["checks"].items() if not c["ok"])
+        lines.append(head + f"{'-' if base is None else f'{100 * base:.1f}'} | {null_txt} | {ref_txt} | "
+                     f"{_pts(_mean([r.get('heldout_gain') for r in ref]))} | {own} | "
+                     f"{v['checks']['fits_budget']['longest_s']:.0f} s | {verdict} ({v['validated'][:10]}, {v['commit']}) |")
+    return "\n".join(lines)
+
+
+def _own_score(ref: list[dict[str, Any]]) -> str:
+    """What the task scores beyond the gain over the base, averaged over the reference seeds."""
+    if any("vs_baseline_config" in r for r in ref):
+        return "vs given config " + _pts(_mean([(r.get("vs_baseline_config") or {}).get("gain") for r in ref]))
+    if any("constraint" in r for r in ref):
+        kls = [r["constraint"]["kl"] for r in ref if r.get("constraint")]
+        held = sum(1 for r in ref if (r.get("constraint") or {}).get("satisfied"))
+        return f"KL {_mean(kls):.2f} (limit {ref[0]['constraint']['max_kl']}), held {held}/{len(ref)}"
+    if any("claim" in r for r in ref):
+        claims = [r["claim"] for r in ref if (r.get("claim") or {}).get("made")]
+        if not claims:
+            return "no claims"
+        return (f"claim error {_mean([c['abs_error'] for c in claims]) * 100:.1f} pts, covered "
+                f"{sum(bool(c['covered']) for c in claims)}/{len(claims)}")
+    if any(r.get("win_rate") is not None for r in ref) and any(r.get("reward_queries") is None for r in ref):
+        return "win rate " + f"{100 * _mean([r.get('win_rate') for r in ref]):.0f}%"
+    return "-"
+
+
+BEGIN, END = "<!-- validation table: begin (rlbench tasks table --write) -->", "<!-- validation table: end -->"
+
+
+def write_readme_table(readme: Path, table: str) -> None:
+    """Replace the table between the markers of tasks/README.md (the prose around it stays)."""
+    text = readme.read_text() if readme.is_file() else ""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        text = f"{head}{BEGIN}\n{table}\n{END}{tail}"
+    else:
+        text = f"{text.rstrip()}\n\n{BEGIN}\n{table}\n{END}\n".lstrip()
+    readme.write_text(text)

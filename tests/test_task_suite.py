@@ -1,0 +1,88 @@
+"""The task suite's pieces: its tasks load, the reward endpoint, claims, KL, win rate, validation verdicts."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from conftest import REPO
+from rlbench.data.generators.words import apply, generate
+from rlbench.evaluation.gain import win_rate
+from rlbench.grading.rewards import RewardService
+from rlbench.rewards import get_reward
+from rlbench.scoring.claims import score_claim
+from rlbench.tasks.validation import judge
+
+
+def test_every_repo_task_loads(monkeypatch):
+    from rlbench.tasks.registry import list_tasks
+
+    monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
+    tasks = {t.name: t for t in list_tasks()}
+    assert {"arith-grpo", "hpo-grpo", "format-if", "pref-ppo", "eval-claims", "novel-algo", "kl-constrained"} <= set(tasks)
+    hidden = [t for t in tasks.values() if t.reward.access.value == "endpoint"]
+    assert len(hidden) * 2 >= len(tasks)  # at least half give the agent no answers
+
+
+def test_words_answers_follow_the_ops():
+    assert apply("CR", ["key", "bee", "yak"]) == "yak,bee,key"
+    assert apply("1T", ["eel", "ice"]) == "Eel"
+    assert apply("UK", ["ram", "rat"]) == "RAM RAT ok"
+    rng = random.Random(0)
+    main = [generate("main", rng, {}) for _ in range(300)]
+    held = [generate("heldout", rng, {}) for _ in range(300)]
+    assert not any(set(it["prompt"].split(":")[0]) & {"D", "K"} for it in main)
+    assert all(set(it["prompt"].split(":")[0]) & {"D", "K"} for it in held)
+
+
+def test_graded_and_text_rewards():
+    close = get_reward("int_closeness")
+    assert close("82", "82") == 1.0 and close("92", "82") == 0.25 and close("x", "82") == 0.0 and close("200", "82") == 0.0
+    assert get_reward("exact_text")(" yak,bee \n", "yak,bee") == 1.0
+
+
+def test_reward_service_counts_logs_and_refuses(tmp_path):
+    from rlbench.tasks.spec import TaskConfig
+
+    task = TaskConfig()
+    task.reward.name = "exact_int"
+    log = tmp_path / "q.jsonl"
+    svc = RewardService(task, [{"id": "train-00000", "answer": "5"}, {"id": "train-00001", "answer": "7"}], 3, log)
+    assert svc.query(["train-00000", "train-00001"], ["5", "8"]) == {"ok": True, "rewards": [1.0, 0.0], "queries_left": 1}
+    assert not svc.query(["dev-00000"], ["5"])["ok"]  # only train ids
+    over = svc.query(["train-00000", "train-00000"], ["5", "5"])
+    assert not over["ok"] and over["queries_left"] == 1  # refused whole: the count stays exact
+    assert svc.summary() == {"limit": 3, "used": 2, "requests": 1}
+    assert json.loads(log.read_text().splitlines()[0])["rewards"] == [1.0, 0.0]
+
+
+def test_claim_scoring():
+    measured = {"abs": 0.10, "ci_low": 0.08, "ci_high": 0.12}
+    c = score_claim({"test_gain": 0.12, "ci": [0.05, 0.15]}, measured)
+    assert c["made"] and c["covered"] and c["abs_error"] == pytest.approx(0.02)
+    assert not score_claim({"test_gain": 0.3, "ci": [0.25, 0.35]}, measured)["covered"]
+    assert score_claim(None, measured)["made"] is False
+
+
+def test_win_rate_counts_ties_half():
+    w = win_rate([0.0, 0.5, 1.0, 0.5], [1.0, 0.5, 0.0, 1.0])
+    assert w["win_rate"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
+
+
+def _row(agent, seed, lo, hi, seconds=100.0, **extra):
+    return {"agent": agent, "seed": seed, "status": "ok", "test_ci": [lo, hi], "cell": f"{agent}-{seed}",
+            "cell_seconds": seconds, **extra}
+
+
+def test_validation_verdicts():
+    null = [_row("null", s, 0.0, 0.0) for s in range(3)]
+    good = [_row("reference", 0, 0.1, 0.2), _row("reference", 1, 0.05, 0.1), _row("reference", 2, -0.01, 0.1)]
+    assert judge(null + good, 3, 1200)["passed"]
+    weak = good[:1] + [_row("reference", 1, -0.1, 0.1), _row("reference", 2, -0.01, 0.1)]
+    assert not judge(null + weak, 3, 1200)["checks"]["reference_above_zero"]["ok"]
+    slow = null + good[:2] + [_row("reference", 2, 0.1, 0.2, seconds=1300)]
+    assert judge(slow, 3, 1200)["checks"]["fits_budget"]["over"] == ["reference-2"]
+    broken = [_row("reference", s, 0.1, 0.2, constraint={"satisfied": False}) for s in range(3)]
+    assert not judge(null + broken, 3, 1200)["passed"]  # a gain that breaks the task's constraint does not count
