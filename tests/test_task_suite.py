@@ -86,3 +86,23 @@ def test_validation_verdicts():
     assert judge(slow, 3, 1200)["checks"]["fits_budget"]["over"] == ["reference-2"]
     broken = [_row("reference", s, 0.1, 0.2, constraint={"satisfied": False}) for s in range(3)]
     assert not judge(null + broken, 3, 1200)["passed"]  # a gain that breaks the task's constraint does not count
+
+
+def test_batch_rewards_go_through_the_grading_server(tmp_path, monkeypatch):
+    from rlbench.grading.server import GradingServer
+    from rlbench.rewards.source import RewardUnavailable, batch_rewards
+    from rlbench.tasks.spec import TaskConfig
+
+    task = TaskConfig()
+    svc = RewardService(task, [{"id": "train-00000", "answer": "5"}], 10, tmp_path / "q.jsonl")
+    server = GradingServer(tmp_path, tmp_path, tmp_path, 60, 0, lambda path: {}, rewards=svc).start()
+    try:
+        monkeypatch.setenv("RLBENCH_GRADER", str(server.socket_path))
+        item = {"id": "train-00000", "prompt": "2+3="}
+        assert batch_rewards(task, [item, item], ["5", "6"]) == [1.0, 0.0]
+        assert server.status()["reward_queries_left"] == 8
+        with pytest.raises(RewardUnavailable):
+            batch_rewards(task, [{"id": "test-00000", "prompt": "1+1="}], ["2"])
+        assert batch_rewards(task, [{"prompt": "1+1=", "answer": "2"}], ["2"]) == [1.0]  # answers: computed locally
+    finally:
+        server.close()
