@@ -247,9 +247,9 @@ def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_
     cell = Path(r["cell_dir"])
     steps = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()]
     tools = [s["tool"] for s in steps]
-    assert tools == ["read", "write", "exec", "exec", "read", "submit"], tools
-    assert not steps[2]["ok"] and "lr" in steps[2]["result"]["stderr"]
-    assert steps[3]["ok"] and steps[-1]["args"]["path"] == "runs/attempt2/checkpoint"
+    assert tools == ["read", "read", "write", "exec", "exec", "read", "submit"], tools  # task.json, a train line
+    assert not steps[3]["ok"] and "lr" in steps[3]["result"]["stderr"]
+    assert steps[4]["ok"] and steps[-1]["args"]["path"] == "runs/attempt2/checkpoint"
     assert (cell / "workspace" / "runs" / "attempt2" / "steps.jsonl").exists()
     from rlbench.harness.record import Snapshots
 
@@ -260,7 +260,7 @@ def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_
     again = _cell(tmp_path, "replay", agent_options={"trajectory": str(cell / "trajectory.jsonl")})
     assert again["status"] == "ok" and again["scores"] == r["scores"], (again, r)  # a deterministic rerun
     replayed = [json.loads(l) for l in (Path(again["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
-    assert [s["tool"] for s in replayed] == tools and replayed[1]["args"] == steps[1]["args"]
+    assert [s["tool"] for s in replayed] == tools and replayed[2]["args"] == steps[2]["args"]
 
 
 @needs_bwrap

@@ -84,7 +84,7 @@ class ReferenceAgent(Agent):
         if (task.get("baseline_config") or {}).get("pipeline"):
             self.sweep(tools)
         else:
-            self.train(tools)
+            self.train(tools, task)
 
     def sweep(self, tools: Any) -> None:
         given = yaml.safe_load(tools.read("baseline_config.yaml")["content"])
@@ -109,8 +109,7 @@ class ReferenceAgent(Agent):
             return
         tools.submit("model")
 
-    def train(self, tools: Any) -> None:
-        task = json.loads(tools.read("task.json").get("content") or "{}")
+    def train(self, tools: Any, task: dict[str, Any]) -> None:
         first = json.loads((tools.read("data/train.jsonl", max_bytes=4096).get("content") or "{}").split("\n", 1)[0] or "{}")
         pairs = "chosen" in first and "rejected" in first
         max_kl = float((task.get("constraints") or {}).get("max_kl") or 0.0)
