@@ -24,11 +24,18 @@ def parse_int_answer(completion: str) -> int | None:
     return int(match.group(0).replace(",", ""))
 
 
-def exact_int(completion: str, answer: str) -> float:
-    """1.0 when the parsed final answer equals the integer `answer`, else 0.0."""
+def parsed_pair(completion: str, answer: str) -> tuple[int, int] | None:
+    """(the completion's integer, the answer's integer), or None when either has none: what every
+    integer verifier compares."""
     got = parse_int_answer(completion)
     try:
         want = int(str(answer).strip())
     except ValueError:
-        return 0.0
-    return 1.0 if got is not None and got == want else 0.0
+        return None
+    return None if got is None else (got, want)
+
+
+def exact_int(completion: str, answer: str) -> float:
+    """1.0 when the parsed final answer equals the integer `answer`, else 0.0."""
+    pair = parsed_pair(completion, answer)
+    return 1.0 if pair is not None and pair[0] == pair[1] else 0.0

@@ -7,20 +7,17 @@ improves it by moving mass toward nearer (not only exactly right) answers.
 
 from __future__ import annotations
 
-from rlbench.rewards.exact import parse_int_answer
+from rlbench.rewards.exact import parsed_pair
 
 SCALE = 20  # an answer this far off or farther gets nothing beyond "it is a number"
 
 
 def int_closeness(completion: str, answer: str) -> float:
     """1 for the exact integer; 0.5 * (1 - |error| / 20) for a near miss; 0 for none or far off."""
-    got = parse_int_answer(completion)
-    try:
-        want = int(str(answer).strip())
-    except ValueError:
+    pair = parsed_pair(completion, answer)
+    if pair is None:
         return 0.0
-    if got is None:
-        return 0.0
+    got, want = pair
     if got == want:
         return 1.0
     return 0.5 * max(0.0, 1.0 - abs(got - want) / SCALE)
