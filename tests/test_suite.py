@@ -108,3 +108,16 @@ def test_ray_configs_cluster_job_and_suite_files_are_valid():
     assert [(c.agent, c.task, c.seed) for c in expand(spec)] == [
         ("null", "arith-grpo", 0), ("null", "hpo-grpo", 0), ("reference", "arith-grpo", 0), ("reference", "hpo-grpo", 0)]
     assert spec.robustness.seeds == 3 and spec.robustness.agents == ["reference"]
+
+
+def test_suite_of_all_tasks_lists_every_task_folder(monkeypatch):
+    from rlbench.orchestration.suite import expand, load_run_spec
+    from rlbench.tasks.registry import list_tasks
+
+    repo = Path(__file__).resolve().parent.parent
+    monkeypatch.setenv("RLBENCH_TASKS", str(repo / "tasks"))
+    names = [t.name for t in list_tasks()]
+    assert {"arith-grpo", "debug-grpo", "format-if", "pref-ppo"} <= set(names)
+    spec = load_run_spec(["seeds=[0]"], str(repo / "ray_configs" / "suite-all.yaml"))
+    cells = [(c.agent, c.task) for c in expand(spec)]
+    assert cells == [(a, t) for a in ("null", "reference") for t in names]

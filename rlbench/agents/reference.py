@@ -15,6 +15,12 @@ items mean DPO on those pairs; a KL limit means attempts with a stronger KL weig
 on dev prompts (rlbench/evaluation/kl.py, in the sandbox) before it is submitted; a required claim
 means submitting the base model first and claiming the dev difference, with the two dev
 intervals combined, as the test gain.
+
+On a debug task (the workspace holds `pipeline/`) it probes the given pipeline: the loss functions
+on inputs whose right answer is known, the training loop's source for what such a check cannot
+see. What a probe finds broken it restores line by line from reference GRPO (which it knows, as
+any agent in the sandbox could), writes the findings to DIAGNOSIS.md, and trains with the fixed
+pipeline.
 """
 
 from __future__ import annotations
@@ -68,6 +74,66 @@ from rlbench.evaluation.kl import kl_to_base
 print(json.dumps(kl_to_base(sys.argv[1], sdk.model_path(), sdk.task(), sdk.dev()[:300])))
 '''
 
+PROBE_PY = r'''"""Checks of the given GRPO pipeline, each against what GRPO must do (written by the reference
+agent): the loss functions on inputs whose right answer is known, the training loop's source for
+what a loss check cannot see. Prints one JSON list of [file, finding]."""
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from pipeline import loss, train
+
+found = []
+adv = loss.group_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]), 4)
+if adv[0] <= 0:
+    found.append(["loss.py", "The advantage has the wrong sign: the best completion in its group gets a negative "
+                             "advantage, so training pushes it down."])
+adv = loss.group_advantages(torch.tensor([1.0, 0.0, 1.0, 1.0]), 2)
+if adv[2:].abs().max() > 1e-4:
+    found.append(["loss.py", "Advantages are not computed within each prompt's group: completions are compared with "
+                             "those of other prompts."])
+zeros = torch.zeros(1, 3)
+kl_loss, _ = loss.grpo_loss(zeros, zeros, torch.full((1, 3), -1.0), torch.zeros(1), torch.ones(1, 3), 0.2, 1.0)
+if kl_loss < 0:
+    found.append(["loss.py", "The KL penalty has the wrong sign: it is subtracted from the loss, so the policy is "
+                             "pushed away from the reference model."])
+src = Path("pipeline/train.py").read_text()
+if re.search(r"grpo_loss\(\s*logp\s*,\s*logp\s+if", src):
+    found.append(["train.py", "The old log-probs passed to grpo_loss are not detached: the ratio exp(logp - logp) "
+                              "is 1 with zero gradient, so the policy gradient vanishes and nothing is learned."])
+lr = train.GRPOConfig().lr
+if not 1e-6 <= lr <= 1e-2:
+    found.append(["train.py", f"The default learning rate is {lr:g}, orders of magnitude too small or too large "
+                              "for this model, so training cannot work."])
+if not re.search(r"batch_rewards\([^\n]*c\.text", src):
+    found.append(["train.py", "Rewards are computed on the prompt field instead of the completion texts, so every "
+                              "completion of a prompt gets the same reward."])
+print(json.dumps(found))
+'''
+
+FIX_PY = r'''"""Restore the lines of the given pipeline's files that differ from reference GRPO (written by the
+reference agent): only replaced lines; lines the workspace adds (its __main__ block) stay."""
+import difflib
+import sys
+from pathlib import Path
+
+import reference_pipelines.grpo as ref
+
+for name in sys.argv[1:]:
+    good = (Path(ref.__file__).parent / name).read_text()
+    good = good.replace("reference_pipelines.grpo.loss", "pipeline.loss").splitlines(keepends=True)
+    path = Path("pipeline") / name
+    have = path.read_text().splitlines(keepends=True)
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=have, b=good, autojunk=False).get_opcodes():
+        out += good[j1:j2] if op == "replace" else have[i1:i2]
+        if op == "replace":
+            print(f"{path}: {''.join(have[i1:i2]).strip()}  ->  {''.join(good[j1:j2]).strip()}")
+    path.write_text("".join(out))
+'''
+
 # what the reference agent searches on an optimize task (GRPO settings known to matter on arith)
 SEARCH_SPACE: dict[str, Any] = {
     "lr": {"loguniform": [1.0e-4, 1.0e-3]},
@@ -83,8 +149,30 @@ class ReferenceAgent(Agent):
         task = json.loads(tools.read("task.json").get("content") or "{}")
         if (task.get("baseline_config") or {}).get("pipeline"):
             self.sweep(tools)
+        elif (task.get("debug") or {}).get("pipeline"):
+            self.debug(tools, task)
         else:
             self.train(tools, task)
+
+    def debug(self, tools: Any, task: dict[str, Any]) -> None:
+        """Probe the given pipeline, restore what the probes find broken from reference GRPO, write
+        the findings to DIAGNOSIS.md, then train with the fixed pipeline."""
+        tools.write("probe.py", PROBE_PY)
+        run = tools.exec("python probe.py", timeout=max(1.0, min(300.0, tools.remaining() - 60)))
+        try:
+            found = json.loads(run["stdout"].strip().splitlines()[-1])
+        except (KeyError, IndexError, ValueError):
+            found = []
+        lines = ["# Diagnosis", ""]
+        if found:
+            tools.write("fix.py", FIX_PY)
+            fix = tools.exec("python fix.py " + " ".join(sorted({f for f, _ in found})), timeout=120)
+            lines += [f"- `pipeline/{f}`: {text}" for f, text in found]
+            lines += ["", "Fixed by restoring these lines from reference GRPO:", "", "```", fix.get("stdout", "").strip(), "```"]
+        else:
+            lines.append("The probes found nothing wrong; the pipeline was trained as given.")
+        tools.write("DIAGNOSIS.md", "\n".join(lines) + "\n")
+        self.train(tools, task, command="python -m pipeline.train task=.")
 
     def sweep(self, tools: Any) -> None:
         given = yaml.safe_load(tools.read("baseline_config.yaml")["content"])
@@ -109,7 +197,8 @@ class ReferenceAgent(Agent):
             return
         tools.submit("model")
 
-    def train(self, tools: Any, task: dict[str, Any]) -> None:
+    def train(self, tools: Any, task: dict[str, Any], command: str = "python train.py") -> None:
+        """Run the attempts with `command` (the written train.py, or a pipeline the task gives)."""
         first = json.loads((tools.read("data/train.jsonl", max_bytes=4096).get("content") or "{}").split("\n", 1)[0] or "{}")
         pairs = "chosen" in first and "rejected" in first
         max_kl = float((task.get("constraints") or {}).get("max_kl") or 0.0)
@@ -122,14 +211,15 @@ class ReferenceAgent(Agent):
             base_dev = tools.submit("model")
         if max_kl:
             tools.write("kl.py", KL_PY)
-        tools.write("train.py", TRAIN_PY.replace("{algo}", algo).replace("{{", "{").replace("}}", "}"))
+        if command == "python train.py":
+            tools.write("train.py", TRAIN_PY.replace("{algo}", algo).replace("{{", "{").replace("}}", "}"))
         for i, settings in enumerate(attempts, 1):
             left = tools.remaining()
             if left <= reserve:
                 break
             out = f"runs/attempt{i}"
             args = " ".join(f"{k}={v}" for k, v in {**settings, "out": out}.items())
-            run = tools.exec(f"python train.py {args} seed={self.options.get('seed', 0)}", timeout=left - reserve)
+            run = tools.exec(f"{command} {args} seed={self.options.get('seed', 0)}", timeout=left - reserve)
             if not run["ok"]:
                 continue  # the stderr tail is in the trajectory; the next setting is more conservative
             summary = tools.read(f"{out}/summary.json")
@@ -140,7 +230,7 @@ class ReferenceAgent(Agent):
                 continue  # trained but did not learn
             if max_kl and not self._within_kl(tools, f"{out}/checkpoint", max_kl, reserve):
                 continue  # the next attempt holds the policy closer to the base
-            sub = tools.submit(f"{out}/checkpoint", recipe=f"python train.py {args} seed={{seed}}")
+            sub = tools.submit(f"{out}/checkpoint", recipe=f"{command} {args} seed={{seed}}")
             if sub.get("ok"):
                 if base_dev and base_dev.get("ok") and sub.get("dev") is not None:
                     self._claim(tools, base_dev, sub)

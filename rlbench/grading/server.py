@@ -95,6 +95,10 @@ class GradingServer:
         self._thread.start()
         return self
 
+    def start_clock(self) -> None:
+        """The budget counts from now (the agent's process is up), not from the server's start."""
+        self.started = time.monotonic()
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()

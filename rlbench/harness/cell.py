@@ -29,6 +29,7 @@ from rlbench.scoring.capabilities import capabilities
 from rlbench.sandbox.runner import SandboxConfig, require_bwrap
 
 STATUSES = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "crashed")
+AGENT_START_S = 300  # an agent process that is not up by then (no free CPU on the node) crashes the cell
 
 
 @dataclass
@@ -90,6 +91,7 @@ class AgentHost:
         return {"tool_calls": tools.calls, "budget_hit": tools.budget_hit, "snapshots": tools.snapshots.commits}
 
     def ping(self) -> bool:
+        """Answers once the actor's process is up; the cell starts the budget's clock then."""
         return True
 
 
@@ -223,8 +225,14 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         base_path = Path(resolve_model(task.model.base).location)
         base = baseline(task, device=cfg.device)
         result["baseline"] = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
+        bug = ""
+        if task.debug.pipeline:  # the planted bug is the harness's record, outside the workspace
+            from rlbench.tasks.planted_bugs import choose_bug
+
+            bug = choose_bug(task.name, cfg.seed, task.debug.bugs)
+            atomic_write_json(cell_dir / "debug.json", {"bug": bug, "pipeline": task.debug.pipeline})
         workspace = build_workspace(cell_dir / "workspace", task, task_dir(task.name), base_path,
-                                    data.splits["train"], data.splits["dev"]).root.resolve()
+                                    data.splits["train"], data.splits["dev"], bug=bug).root.resolve()
         base_hash = tree_hash(workspace / "model")  # before the agent runs: a resubmitted base model matches it
 
         def dev_score(path: str) -> dict[str, Any]:
@@ -281,6 +289,10 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             if task.constraints.max_kl > 0:
                 result["constraint"] = kl_constraint(task, chosen["checkpoint"], data.splits["test"], result["gains"]["test"],
                                                      cfg.device)
+        if bug:  # the diagnosis counts with or without a graded submission
+            from rlbench.tasks.planted_bugs import score_debug
+
+            result["debug"] = score_debug(workspace, bug, (chosen or {}).get("recipe", ""))
         result["capabilities"] = capabilities(read_trajectory(cell_dir / "trajectory.jsonl"), subs, status,
                                               base_hash)
     except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result
@@ -308,12 +320,17 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
 
     ensure_ray(min_cpus=int(cfg.agent_cpus) + 1)
     node = ray.get_runtime_context().get_node_id()  # the grading socket is local to this node
+    ref = None
     host_cls = ray.remote(num_cpus=cfg.agent_cpus, max_restarts=0)(AgentHost)
     host = host_cls.options(name=f"agent-{cell_dir.name}", scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
                             ).remote(str(cell_dir), str(workspace), str(grader.socket_path), to_dict(cfg.limits),
                                      budget_s, cpus)
-    ref = host.run.remote(cfg.agent, {"seed": cfg.seed, **dict(cfg.agent_options)})
     try:
+        # the budget's clock starts once the agent's process is up: a busy node's slow actor start
+        # must not eat into what the agent is given
+        ray.get(host.ping.remote(), timeout=AGENT_START_S)
+        grader.start_clock()
+        ref = host.run.remote(cfg.agent, {"seed": cfg.seed, **dict(cfg.agent_options)})
         deadline = time.monotonic() + grader.remaining_s() + cfg.grace_s
         while True:  # a heartbeat line while the agent works, from what the harness records
             ready, _ = ray.wait([ref], timeout=min(cfg.heartbeat_s, max(0.1, deadline - time.monotonic())))
@@ -329,6 +346,8 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
         reason = "the agent's commands ran into the end of the budget" if status else ""
         return summary, status, reason
     except GetTimeoutError:
+        if ref is None:
+            return {}, "crashed", f"the agent's process did not start within {AGENT_START_S} s"
         return {}, "budget_exceeded", f"the agent did not return within the budget + {cfg.grace_s:.0f} s grace; stopped"
     except RayTaskError as exc:
         cause = exc.cause if getattr(exc, "cause", None) is not None else exc

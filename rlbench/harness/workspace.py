@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rlbench.config.core import load_config, to_dict
+from rlbench.tasks.planted_bugs import RUN_COMMAND
 from rlbench.tasks.spec import TaskConfig
 
 SANDBOX_UID = 65534
@@ -55,6 +56,8 @@ def public_task(task: TaskConfig) -> dict[str, Any]:
     spec["data"] = {"source": "workspace", "workspace": ".",
                     "sizes": {k: spec["data"]["sizes"][k] for k in ("train", "dev", "test", "heldout")}}
     spec["model"] = {"base": "model"}
+    if task.debug.pipeline:  # the kinds of bug it may hold stay with the harness
+        spec["debug"] = {"pipeline": task.debug.pipeline, "bugs": []}
     return spec
 
 
@@ -123,6 +126,9 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
               "test gain\n  over the base model with its 95% interval (fractions: 0.12 is +12 points); it is "
               "scored against the\n  harness's measurement.\n" if task.claims.required else "")
     sweeps = SWEEPS.format(n=b.max_sweeps) if b.max_sweeps else ""
+    debug = (f"- `pipeline/`: a GRPO pipeline (`{RUN_COMMAND}`, every field of its\n"
+             "  `GRPOConfig` settable as `key=value`). Write what you found in `DIAGNOSIS.md`.\n"
+             if task.debug.pipeline else "")
     baseline = ("- `baseline_config.yaml`: the given configuration of the "
                 f"`{task.baseline_config.pipeline}` reference pipeline that you are asked to improve on.\n"
                 if task.baseline_config.pipeline else "")
@@ -142,7 +148,7 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
   `./grade submit PATH --recipe "python train.py seed={{seed}}"` also says how the checkpoint was
   made: after you finish, the harness reruns that command on your code from the base model with
   other seeds (`{{seed}}` is replaced) and on a larger model, to see whether your result holds.
-{rewards}{claims}{sweeps}{baseline}
+{rewards}{claims}{sweeps}{baseline}{debug}
 ## Budget and rules
 
 - Wall clock: {b.wall_seconds} s in all, counted from the start; {b.cpus} CPUs, {b.memory_gb} GB of memory;
@@ -167,8 +173,9 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
 
 
 def build_workspace(root: Path, task: TaskConfig, task_folder: Path, base_model: Path,
-                    train: list[dict[str, Any]], dev: list[dict[str, Any]]) -> Workspace:
-    """Create a fresh workspace at `root` (which must not exist yet)."""
+                    train: list[dict[str, Any]], dev: list[dict[str, Any]], bug: str = "") -> Workspace:
+    """Create a fresh workspace at `root` (which must not exist yet); `bug`: the planted bug of a
+    debug task's pipeline."""
     root = Path(root)
     if root.exists():
         raise FileExistsError(f"workspace {root} already exists: every cell gets a fresh one")
@@ -181,6 +188,12 @@ def build_workspace(root: Path, task: TaskConfig, task_folder: Path, base_model:
     starter = task_folder / "starter"
     if starter.is_dir():
         shutil.copytree(starter, root, dirs_exist_ok=True)
+    if task.debug.pipeline:
+        from rlbench.tasks.planted_bugs import plant
+
+        if not bug:
+            raise ValueError(f"task {task.name} is a debug task: build_workspace needs the planted bug")
+        plant(root, bug, task.debug.pipeline)
     (root / "task.json").write_text(json.dumps(public_task(task), indent=2))
     if task.baseline_config.pipeline:
         import yaml

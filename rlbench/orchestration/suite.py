@@ -72,11 +72,21 @@ def load_run_spec(overrides: Iterable[str], config_file: str | None = None) -> R
     return load_config(RunSpec, config_file, overrides=overrides, source_name=config_file or "rlbench run")
 
 
+def suite_tasks(spec: RunSpec) -> list[str]:
+    """The suite's task names; `tasks: [all]` is every task of the tasks folder, so a suite of the
+    whole benchmark never goes stale when a task is added."""
+    if spec.tasks == ["all"]:
+        from rlbench.tasks.registry import list_tasks
+
+        return [t.name for t in list_tasks()]
+    return spec.tasks or [spec.task]
+
+
 def expand(spec: RunSpec) -> list[CellConfig]:
     cells = []
     base = {k: copy.deepcopy(getattr(spec, k)) for k in CellConfig.__dataclass_fields__}  # not the suite's own keys
     for agent in spec.agents or [spec.agent]:
-        for task in spec.tasks or [spec.task]:
+        for task in suite_tasks(spec):
             for seed in spec.seeds or [spec.seed]:
                 cell = CellConfig(**{**base, "agent": agent, "task": task, "seed": seed})
                 cell.validate()

@@ -108,7 +108,8 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
         data = prepare_data(task, task_dir(task.name))
         base_path = Path(resolve_model(model).location)
         workspace = build_workspace(folder / "workspace", task, task_dir(task.name), base_path,
-                                    data.splits["train"], data.splits["dev"]).root.resolve()
+                                    data.splits["train"], data.splits["dev"],
+                                    bug=(result.get("debug") or {}).get("bug", "")).root.resolve()
         _restore_code(cell_dir, chosen["code"], workspace, chosen["path"])
         give_tree_to_sandbox(workspace)
         limits = SandboxConfig(**{**cell_cfg.get("limits", {}), "mode": cell_cfg.get("sandbox", "bwrap")})

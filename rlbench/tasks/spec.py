@@ -198,6 +198,25 @@ class ClaimsConfig:
 
 
 @dataclass
+class DebugConfig:
+    """Debug tasks: the workspace's `pipeline/` is the reference pipeline with one planted bug
+    (rlbench/tasks/planted_bugs.py), chosen per seed from `bugs` (empty: every kind)."""
+
+    pipeline: str = ""  # empty: not a debug task
+    bugs: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        if not self.pipeline:
+            check(not self.bugs, "debug.bugs", self.bugs, "empty without debug.pipeline")
+            return
+        from rlbench.tasks.planted_bugs import BUGS
+
+        check(self.pipeline == "grpo", "debug.pipeline", self.pipeline, "grpo (the pipeline with planted bugs)")
+        for kind in self.bugs:
+            check(kind in BUGS, "debug.bugs", kind, ", ".join(BUGS))
+
+
+@dataclass
 class BaselineConfig:
     """A working but untuned configuration of a reference pipeline (optimize tasks): the harness
     trains it too, and the agent is scored by how far it gets beyond it."""
@@ -233,6 +252,7 @@ class TaskConfig:
     baseline_config: BaselineConfig = field(default_factory=BaselineConfig)
     constraints: ConstraintConfig = field(default_factory=ConstraintConfig)
     claims: ClaimsConfig = field(default_factory=ClaimsConfig)
+    debug: DebugConfig = field(default_factory=DebugConfig)
 
     def validate(self) -> None:
         if self.reward.access == RewardAccess.endpoint:
