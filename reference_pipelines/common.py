@@ -34,7 +34,7 @@ class PipelineConfig:
     zero_stage: int = 0
     temperature: float = 1.0
     top_p: float = 1.0
-    max_new_tokens: int = 8
+    max_new_tokens: int = 0  # 0: the task's evaluation protocol's (eval.max_new_tokens)
     rollout_backend: str = "hf"
     # colocated: rollout engine in the learner's process, weights copied in memory each step;
     # actors: rollout engine as a Ray actor, weights through the object store each step
@@ -64,6 +64,7 @@ class PipelineConfig:
         check(self.placement in ("colocated", "actors"), "placement", self.placement, "colocated, actors")
         check(self.rollout_backend in ("hf", "vllm", "auto"), "rollout_backend", self.rollout_backend, "auto, hf, vllm")
         check(self.temperature > 0, "temperature", self.temperature, "> 0")
+        check(self.max_new_tokens >= 0, "max_new_tokens", self.max_new_tokens, ">= 0 (0: the task's)")
         check(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 (0: no dev evaluation)")
         check(self.train_limit >= 0, "train_limit", self.train_limit, ">= 0 (0: all train items)")
 
@@ -125,17 +126,26 @@ class SequenceBatch:
         return self.mask.sum(-1)
 
 
+def _action_mask(comp: Sequence[int], tool_mask: Sequence[int] | None, with_eos: bool) -> list[int]:
+    """1 on the tokens the policy wrote (EOS included), 0 on a tool's tokens (Completion.tool_mask)."""
+    m = list(tool_mask) if tool_mask else [1] * len(comp)
+    if len(m) != len(comp):
+        raise ValueError(f"a tool mask of {len(m)} tokens for a completion of {len(comp)}")
+    return m + ([1] if with_eos else [])
+
+
 def build_sequences(tokenizer: Any, prompts: Sequence[str], completions: Sequence[Sequence[int]],
-                    max_new_tokens: int) -> SequenceBatch:
+                    max_new_tokens: int, tool_masks: Sequence[Sequence[int]] | None = None) -> SequenceBatch:
     """A completion cut at max_new_tokens has no EOS; one that stopped gets its EOS back so the
-    policy is also trained on when to stop."""
+    policy is also trained on when to stop. `tool_masks`: tokens a tool wrote carry no loss."""
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     rows, masks = [], []
-    for prompt, comp in zip(prompts, completions):
+    for i, (prompt, comp) in enumerate(zip(prompts, completions)):
         p_ids = tokenizer(prompt)["input_ids"]
-        c_ids = list(comp) + ([eos] if len(comp) < max_new_tokens else [])
+        stopped = len(comp) < max_new_tokens
+        c_ids = list(comp) + ([eos] if stopped else [])
         rows.append(p_ids + c_ids)
-        masks.append([0] * (len(p_ids) - 1) + [1] * len(c_ids))
+        masks.append([0] * (len(p_ids) - 1) + _action_mask(comp, tool_masks[i] if tool_masks else None, stopped))
     return _right_padded(rows, masks, pad)
 
 
@@ -175,15 +185,16 @@ class GroupBatch:
             p = self.prompt_ids[i // self.group][self.prompt_attention[i // self.group].bool()].tolist()
             c = self.completion_ids[i][self.completion_attention[i].bool()].tolist()
             rows.append(p + c)
-            masks.append([0] * (len(p) - 1) + [1] * len(c))
+            masks.append([0] * (len(p) - 1) + self.mask[i, : len(c)].tolist())
         return _right_padded(rows, masks, self.pad_id)
 
     pad_id: int = 0
 
 
 def build_group_batch(tokenizer: Any, prompts: Sequence[str], completions: Sequence[Sequence[int]], group: int,
-                      max_new_tokens: int) -> GroupBatch:
-    """`completions` lists `group` per prompt in prompt order; EOS is added back as in build_sequences."""
+                      max_new_tokens: int, tool_masks: Sequence[Sequence[int]] | None = None) -> GroupBatch:
+    """`completions` lists `group` per prompt in prompt order; EOS is added back as in build_sequences,
+    and a tool's tokens carry no loss."""
     if len(completions) != len(prompts) * group:
         raise ValueError(f"{len(completions)} completions for {len(prompts)} prompts x group {group}")
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
@@ -200,8 +211,12 @@ def build_group_batch(tokenizer: Any, prompts: Sequence[str], completions: Seque
     for i, r in enumerate(c_rows):
         completion_ids[i, : len(r)] = torch.tensor(r)
         completion_attention[i, : len(r)] = 1
-    return GroupBatch(prompt_ids, prompt_attention, completion_ids, completion_attention,
-                      completion_attention.float(), group, pad)
+    mask = completion_attention.float()
+    if tool_masks:
+        for i, c in enumerate(completions):
+            m = _action_mask(c, tool_masks[i], len(c) < max_new_tokens)
+            mask[i, : len(m)] = torch.tensor(m, dtype=torch.float32)
+    return GroupBatch(prompt_ids, prompt_attention, completion_ids, completion_attention, mask, group, pad)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -249,6 +264,11 @@ class Rollout:
             self.engine.update_weights(weights)
 
 
+def tool_args(task: Any) -> dict[str, Any]:
+    """What a task's tool adds to every generate call (nothing for a task without one)."""
+    return {"tool": task.tools.name, "max_calls": task.tools.max_calls} if task.tools.name else {}
+
+
 def dev_accuracy(rollout: Rollout, task: Any, dev: Sequence[dict[str, Any]], max_new_tokens: int) -> float | None:
     """The pipeline's own greedy dev accuracy: a training signal, never a reported score. None on
     a task whose dev items carry no answers (only the grading server scores dev there)."""
@@ -256,7 +276,8 @@ def dev_accuracy(rollout: Rollout, task: Any, dev: Sequence[dict[str, Any]], max
 
     if not dev or not has_answers(dev):
         return None
-    outs = rollout.generate([d["prompt"] for d in dev], greedy=True, max_new_tokens=max_new_tokens)
+    outs = rollout.generate([d["prompt"] for d in dev], greedy=True, max_new_tokens=max_new_tokens,
+                            **tool_args(task))
     return sum(batch_rewards(task, dev, [o[0].text for o in outs])) / len(dev)
 
 
@@ -338,8 +359,10 @@ class RunContext:
         return summary
 
 
-def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float | None = None) -> RunContext:
-    """Seed, threads, task, visible data, model path, output folder and a DeepSpeed learner."""
+def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float | None = None,
+              tools: bool = False) -> RunContext:
+    """Seed, threads, task, visible data, model path, output folder and a DeepSpeed learner.
+    `tools`: the pipeline masks a tool's tokens out of its loss (a task with a tool needs that)."""
     from rlbench.engines.learner import Learner, LearnerConfig
     from rlbench.models.zoo import resolve_model
     from rlbench.tasks.registry import load_task
@@ -347,6 +370,11 @@ def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float |
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.num_threads)
     task = load_task(cfg.task)
+    if cfg.max_new_tokens == 0:  # as long as the harness lets the model write when it scores
+        cfg.max_new_tokens = task.eval.max_new_tokens
+    if task.tools.name and not tools:
+        raise ValueError(f"{algo} does not handle tool calls (task {task.name} gives the model the "
+                         f"'{task.tools.name}' tool): use grpo, or sft")
     data = visible_data(task)
     data.train = preprocess(data.train, cfg.train_limit, cfg.dedupe)
     if len(data.train) < cfg.batch_prompts:
@@ -358,6 +386,6 @@ def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float |
     return RunContext(algo, cfg, task, data, model_path, out, learner, time.monotonic(), StepLog(out), [])
 
 
-__all__ = ["PipelineConfig", "VisibleData", "visible_data", "preprocess", "prompt_batches", "SequenceBatch",
+__all__ = ["PipelineConfig", "VisibleData", "visible_data", "preprocess", "prompt_batches", "SequenceBatch", "tool_args",
            "build_sequences", "GroupBatch", "build_group_batch", "masked_mean", "Rollout", "dev_accuracy", "StepLog", "default_out",
            "RunContext", "start_run", "track"]

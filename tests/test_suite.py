@@ -38,6 +38,10 @@ def test_suite_killed_mid_run_resumes_to_the_same_table(tmp_path):
     assert straight.returncode == 0, straight.stdout[-2000:] + straight.stderr[-2000:]
     want = _table(tmp_path / "suites" / "straight")
     assert sorted(want) == CELLS and all(v[0] == "ok" for v in want.values())
+    # cell_cpus=1: no more cells at once than the embedded Ray's CPUs, though each blocks on its agent
+    spans = [(r["started"], r["finished"]) for r in json.loads((tmp_path / "suites" / "straight" / "results.json").read_text())]
+    most = max(sum(1 for b in spans if b[0] <= a[0] < b[1]) for a in spans)
+    assert most <= max(1, os.cpu_count() or 1), spans
 
     driver = subprocess.Popen(rlbench_cmd() + _suite_args(tmp_path, "killed"), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env=env, start_new_session=True)

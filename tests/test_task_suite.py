@@ -21,7 +21,11 @@ def test_every_repo_task_loads(monkeypatch):
 
     monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
     tasks = {t.name: t for t in list_tasks()}
-    assert {"arith-grpo", "hpo-grpo", "format-if", "pref-ppo", "eval-claims", "novel-algo", "kl-constrained"} <= set(tasks)
+    assert {"arith-grpo", "hpo-grpo", "format-if", "pref-ppo", "eval-claims", "novel-algo", "kl-constrained",
+            "debug-grpo", "tool-calc"} <= set(tasks)
+    kinds = {t.kind.value for t in tasks.values()}
+    assert kinds == {"design", "implement", "debug", "optimize", "evaluate"}, kinds
+    assert {t.category.value for t in tasks.values()} == {"reasoning", "alignment", "specialization"}
     hidden = [t for t in tasks.values() if t.reward.access.value == "endpoint"]
     assert len(hidden) * 2 >= len(tasks)  # at least half give the agent no answers
 

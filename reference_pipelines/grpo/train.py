@@ -11,7 +11,7 @@ import torch
 
 from rlbench.config.core import check
 from reference_pipelines.common import (PipelineConfig, Rollout, build_group_batch, build_sequences, masked_mean,
-                                       prompt_batches, start_run, track)
+                                       prompt_batches, start_run, tool_args, track)
 from reference_pipelines.grpo.loss import group_advantages, grpo_loss
 
 
@@ -39,7 +39,7 @@ class GRPOConfig(PipelineConfig):
 def run(cfg: GRPOConfig) -> dict[str, Any]:
     from rlbench.rewards.source import batch_rewards
 
-    ctx = start_run("grpo", cfg, reference_model=cfg.kl_coef > 0)
+    ctx = start_run("grpo", cfg, reference_model=cfg.kl_coef > 0, tools=True)
     task, data, model_path, learner = ctx.task, ctx.data, ctx.model_path, ctx.learner
     rollout = Rollout(model_path, cfg)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
@@ -49,21 +49,23 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
             items = next(batches)
             prompts = [it["prompt"] for it in items]
             groups = rollout.generate(prompts, n=cfg.group_size, temperature=cfg.temperature, top_p=cfg.top_p,
-                                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed * 1_000_003 + step)
+                                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed * 1_000_003 + step,
+                                      **tool_args(task))
             flat_items = [it for it, comps in zip(items, groups) for _ in comps]
             flat_prompts = [it["prompt"] for it in flat_items]
             flat_ids = [c.token_ids for comps in groups for c in comps]
+            tool_masks = [c.tool_mask for comps in groups for c in comps] if task.tools.name else None
             # local with answers, else the grading server's reward endpoint (rlbench/rewards/source.py)
             rewards = batch_rewards(task, flat_items, [c.text for comps in groups for c in comps])
             r = torch.tensor(rewards, dtype=torch.float32)
             adv = group_advantages(r, cfg.group_size, cfg.normalize_std)
             if cfg.share_prompt:
-                seq = build_group_batch(learner.tokenizer, prompts, flat_ids, cfg.group_size, cfg.max_new_tokens)
+                seq = build_group_batch(learner.tokenizer, prompts, flat_ids, cfg.group_size, cfg.max_new_tokens, tool_masks)
 
                 def logprobs(lrn, reference=False, seq=seq):
                     return lrn.shared_logprobs(seq, reference=reference)
             else:
-                seq = build_sequences(learner.tokenizer, flat_prompts, flat_ids, cfg.max_new_tokens)
+                seq = build_sequences(learner.tokenizer, flat_prompts, flat_ids, cfg.max_new_tokens, tool_masks)
 
                 def logprobs(lrn, reference=False, seq=seq):
                     return lrn.logprobs(seq.input_ids, seq.attention_mask, reference=reference)

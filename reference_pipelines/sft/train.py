@@ -19,7 +19,7 @@ class SFTConfig(PipelineConfig):
 
 
 def run(cfg: SFTConfig) -> dict[str, Any]:
-    ctx = start_run("sft", cfg, reference_model=False)
+    ctx = start_run("sft", cfg, reference_model=False, tools=True)
     data, model_path, learner = ctx.data, ctx.model_path, ctx.learner
     rollout = Rollout(model_path, cfg) if cfg.eval_every else None
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)

@@ -19,6 +19,10 @@ class Completion:
     token_ids: list[int]
     text: str
     logprobs: list[float] = field(default_factory=list)
+    # with a tool: 1 where the model wrote the token, 0 where the environment did (empty: all 1);
+    # a trainer's loss goes over the model's tokens only
+    tool_mask: list[int] = field(default_factory=list)
+    tool_calls: int = 0
 
 
 def _batches(n: int, size: int) -> Iterator[tuple[int, range]]:
@@ -41,8 +45,18 @@ def generate(
     batch_size: int = 256,
     with_logprobs: bool = False,
     on_batch=None,
+    tool: str = "",
+    max_calls: int = 2,
+    stop_ids: Sequence[int] = (),
 ) -> list[list[Completion]]:
-    """`n` completions per prompt; `greedy` ignores temperature, top_p and n (one each)."""
+    """`n` completions per prompt; `greedy` ignores temperature, top_p and n (one each). With a
+    `tool` (rlbench/envs), generation pauses at the tool's stop text, the environment writes its
+    answer into the completion, and the model goes on, up to `max_calls` calls. `stop_ids`: more
+    tokens that end a completion (kept in it, unlike end-of-sequence)."""
+    if tool:
+        return _generate_with_tool(model, tokenizer, prompts, tool, max_calls, n=n, temperature=temperature,
+                                   top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, greedy=greedy,
+                                   batch_size=batch_size, with_logprobs=with_logprobs, on_batch=on_batch)
     model.eval()
     device = next(model.parameters()).device
     per_prompt = 1 if greedy else n
@@ -55,7 +69,7 @@ def generate(
         kwargs = dict(
             max_new_tokens=max_new_tokens,
             pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=eos,
+            eos_token_id=[eos, *stop_ids] if stop_ids else eos,
             return_dict_in_generate=True,
             output_scores=with_logprobs,
         )
@@ -73,9 +87,65 @@ def generate(
             p = idx[row // per_prompt]
             ids = seqs[row].tolist()
             cut = ids.index(eos) if eos in ids else len(ids)
+            for sid in stop_ids:  # a stop token stays in the completion; what follows it is padding
+                if sid in ids[:cut]:
+                    cut = ids.index(sid) + 1
             ids = ids[:cut]
             lp = logps[row, :cut].tolist() if logps is not None else []
             out[p].append(Completion(p, ids, tokenizer.decode(ids, skip_special_tokens=True), lp))
         if on_batch is not None:
             on_batch(len(idx))
+    return out
+
+
+def _generate_with_tool(model, tokenizer, prompts: Sequence[str], tool: str, max_calls: int, *, n: int,
+                        temperature: float, top_p: float, max_new_tokens: int, seed: int, greedy: bool,
+                        batch_size: int, with_logprobs: bool, on_batch) -> list[list[Completion]]:
+    """Rounds of generation: every completion that ends at the tool's stop token gets the tool's
+    answer appended (masked: the environment's tokens) and continues, as a prompt of its own, with
+    the tokens it has left. Environment tokens count against `max_new_tokens`."""
+    from rlbench.envs import get_tool
+
+    env = get_tool(tool)
+    stop = tokenizer(env.stop, add_special_tokens=False)["input_ids"]
+    if len(stop) != 1:
+        raise ValueError(f"tool {tool}: its stop text {env.stop!r} must be one token of this tokenizer")
+    stop_id = stop[0]
+    out = generate(model, tokenizer, prompts, n=n, temperature=temperature, top_p=top_p,
+                   max_new_tokens=max_new_tokens, seed=seed, greedy=greedy, batch_size=batch_size,
+                   with_logprobs=with_logprobs, on_batch=on_batch, stop_ids=[stop_id])
+    for comps in out:
+        for c in comps:
+            c.tool_mask = [1] * len(c.token_ids)
+    for call in range(1, max_calls + 1):
+        todo = [c for comps in out for c in comps
+                if c.token_ids and c.token_ids[-1] == stop_id and c.tool_calls < call and len(c.token_ids) < max_new_tokens]
+        if not todo:
+            break
+        conts = []
+        for c in todo:
+            answer = tokenizer(env.respond(c.text), add_special_tokens=False)["input_ids"]
+            answer = answer[: max_new_tokens - len(c.token_ids)]
+            c.token_ids = c.token_ids + answer  # new lists: completions never share one
+            c.tool_mask = c.tool_mask + [0] * len(answer)
+            if with_logprobs:
+                c.logprobs = c.logprobs + [0.0] * len(answer)
+            c.tool_calls += 1
+            c.text = tokenizer.decode(c.token_ids, skip_special_tokens=True)
+            conts.append(prompts[c.prompt_index] + c.text)
+        left = [max_new_tokens - len(c.token_ids) for c in todo]
+        go = [i for i, k in enumerate(left) if k > 0]
+        if not go:
+            break
+        more = generate(model, tokenizer, [conts[i] for i in go], n=1, temperature=temperature, top_p=top_p,
+                        max_new_tokens=max(left[i] for i in go), seed=seed + 7919 * call, greedy=greedy,
+                        batch_size=batch_size, with_logprobs=with_logprobs, stop_ids=[stop_id])
+        for i, m in zip(go, more):
+            c, extra = todo[i], m[0]
+            ids = extra.token_ids[: left[i]]
+            c.token_ids = c.token_ids + ids
+            c.tool_mask = c.tool_mask + [1] * len(ids)
+            if with_logprobs:
+                c.logprobs = c.logprobs + extra.logprobs[: len(ids)]
+            c.text = tokenizer.decode(c.token_ids, skip_special_tokens=True)
     return out

@@ -113,11 +113,18 @@ class RolloutEngine:
         max_new_tokens: int = 16,
         seed: int = 0,
         greedy: bool = False,
+        tool: str = "",
+        max_calls: int = 2,
     ) -> list[list[Completion]]:
+        """`tool`: the call loop of rlbench/envs (hf backend only, for now)."""
         if self.backend == "hf":
             return hf_generate(self.model, self.tokenizer, prompts, n=n, temperature=temperature, top_p=top_p,
                                max_new_tokens=max_new_tokens, seed=seed, greedy=greedy,
-                               batch_size=max(1, self.batch_size // max(n, 1)), with_logprobs=True)
+                               batch_size=max(1, self.batch_size // max(n, 1)), with_logprobs=True, tool=tool,
+                               max_calls=max_calls)
+        if tool:
+            raise CapabilityError(f"the vllm rollout backend has no tool-call loop (tool '{tool}'): "
+                                  "use rollout_backend=hf")
         return self._vllm_generate(prompts, n, temperature, top_p, max_new_tokens, seed, greedy)
 
     def _vllm_generate(self, prompts, n, temperature, top_p, max_new_tokens, seed, greedy):

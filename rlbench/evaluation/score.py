@@ -51,13 +51,14 @@ def score_split(
     reward = get_reward(task.reward.name)
     params = dict(task.reward.params)
     prompts = [it["prompt"] for it in items]
+    tool = {"tool": task.tools.name, "max_calls": task.tools.max_calls} if task.tools.name else {}
     batch = max(1, proto.batch_size // proto.samples_per_prompt)
     n_batches = -(-len(prompts) // batch)
     with track(f"eval {split} sampled", n_batches) as bar:
         sampled = generate(model, tokenizer, prompts, n=proto.samples_per_prompt,
                            temperature=proto.temperature, top_p=proto.top_p,
                            max_new_tokens=proto.max_new_tokens, seed=proto.seed,
-                           batch_size=batch, on_batch=lambda _n: bar.advance())
+                           batch_size=batch, on_batch=lambda _n: bar.advance(), **tool)
     per_item = [
         sum(reward(c.text, it["answer"], **params) for c in comps) / len(comps)
         for comps, it in zip(sampled, items)
@@ -66,7 +67,7 @@ def score_split(
     score = SplitScore(split, len(items), proto.samples_per_prompt, mean, lo, hi, per_item=per_item)
     if proto.greedy:
         greedy = generate(model, tokenizer, prompts, greedy=True, max_new_tokens=proto.max_new_tokens,
-                          batch_size=proto.batch_size)
+                          batch_size=proto.batch_size, **tool)
         hits = sum(reward(c[0].text, it["answer"], **params) for c, it in zip(greedy, items))
         score.greedy, score.greedy_ci_low, score.greedy_ci_high = wilson_ci(hits, len(items))
     score.ci_ok = score.halfwidth <= proto.max_ci_halfwidth + 1e-12

@@ -109,11 +109,14 @@ def answers_hidden(task: TaskConfig) -> bool:
     return task.reward.access == RewardAccess.endpoint
 
 
+PRETRAIN_ONLY = ("trace",)  # a generator's pretraining text (a worked solution): never shown
+
+
 def visible_items(task: TaskConfig, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Items as the workspace shows them: without `answer` when rewards come from the endpoint."""
-    if not answers_hidden(task):
-        return items
-    return [{k: v for k, v in it.items() if k != "answer"} for it in items]
+    """Items as the workspace shows them: without `answer` when rewards come from the endpoint,
+    never with a pretraining trace."""
+    drop = PRETRAIN_ONLY + (("answer",) if answers_hidden(task) else ())
+    return [{k: v for k, v in it.items() if k not in drop} for it in items]
 
 
 def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> str:
@@ -129,6 +132,13 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
     debug = (f"- `pipeline/`: a GRPO pipeline (`{RUN_COMMAND}`, every field of its\n"
              "  `GRPOConfig` settable as `key=value`). Write what you found in `DIAGNOSIS.md`.\n"
              if task.debug.pipeline else "")
+    tool = (f"- Tool: the model may call the `{task.tools.name}` while it generates, by writing `[EXPR]` (e.g.\n"
+            "  `[347*86]`); when it writes `]`, the environment writes the value after it and the model goes on.\n"
+            f"  At most {task.tools.max_calls} calls per completion; the answer is what follows the last call. The\n"
+            "  harness evaluates with this loop; `rlbench.engines.hf_generate.generate(..., tool=\"calculator\")`\n"
+            "  runs it for you and marks the environment's tokens (`Completion.tool_mask`, 0 there) so that a\n"
+            "  trainer can leave them out of its loss; the reference `grpo` pipeline does.\n"
+            if task.tools.name else "")
     baseline = ("- `baseline_config.yaml`: the given configuration of the "
                 f"`{task.baseline_config.pipeline}` reference pipeline that you are asked to improve on.\n"
                 if task.baseline_config.pipeline else "")
@@ -148,7 +158,7 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
   `./grade submit PATH --recipe "python train.py seed={{seed}}"` also says how the checkpoint was
   made: after you finish, the harness reruns that command on your code from the base model with
   other seeds (`{{seed}}` is replaced) and on a larger model, to see whether your result holds.
-{rewards}{claims}{sweeps}{baseline}{debug}
+{rewards}{claims}{sweeps}{baseline}{debug}{tool}
 ## Budget and rules
 
 - Wall clock: {b.wall_seconds} s in all, counted from the start; {b.cpus} CPUs, {b.memory_gb} GB of memory;

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from rlbench.data.generators import corpus_format, resolve_generator
+from rlbench.data.generators import corpus_format, corpus_tool, resolve_generator
 from rlbench.engines.hf_generate import generate
 from rlbench.models.recipe import ModelRecipe
 from rlbench.progress import track
@@ -81,10 +81,10 @@ def _batch(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> dict[str, to
 
 
 def calibration_accuracy(model, tokenizer, items: list[dict[str, Any]], max_new_tokens: int = 8,
-                         reward: str = "exact_int") -> float:
+                         reward: str = "exact_int", tool: str = "") -> float:
     fn = get_reward(reward)
     outs = generate(model, tokenizer, [it["prompt"] for it in items], greedy=True,
-                    max_new_tokens=max_new_tokens, batch_size=256)
+                    max_new_tokens=max_new_tokens, batch_size=256, tool=tool)
     return sum(fn(o[0].text, it["answer"]) for o, it in zip(outs, items)) / max(len(items), 1)
 
 
@@ -103,7 +103,8 @@ def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> tuple[L
     with track(f"pretrain {recipe.name}", cfg.max_steps) as bar:
         for step in range(1, cfg.max_steps + 1):
             model.train()
-            texts = [(it := corpus.item())["prompt"] + it["answer"] for _ in range(cfg.batch_size)]
+            # `trace`: a generator's own corpus text after the prompt (a tool call and its value)
+            texts = [(it := corpus.item())["prompt"] + it.get("trace", it["answer"]) for _ in range(cfg.batch_size)]
             loss = model(**_batch(tokenizer, texts)).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -113,7 +114,8 @@ def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> tuple[L
             loss_ema = loss.item() if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * loss.item()
             bar.advance()
             if step % cfg.eval_every == 0 or step == cfg.max_steps:
-                acc = calibration_accuracy(model, tokenizer, calib, *reversed(corpus_format(corpus.gen)))
+                acc = calibration_accuracy(model, tokenizer, calib, *reversed(corpus_format(corpus.gen)),
+                                           tool=corpus_tool(corpus.gen))
                 log.curve.append({"step": step, "loss": round(loss_ema, 4), "calib_greedy_acc": acc,
                                   "seconds": round(time.monotonic() - start, 1)})
                 bar.update(loss=f"{loss_ema:.3f}", acc=f"{acc:.3f}")

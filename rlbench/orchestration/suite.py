@@ -72,6 +72,17 @@ def load_run_spec(overrides: Iterable[str], config_file: str | None = None) -> R
     return load_config(RunSpec, config_file, overrides=overrides, source_name=config_file or "rlbench run")
 
 
+def cell_slots(spec: RunSpec) -> int:
+    """How many cells fit the cluster at once by their reservations (at least one)."""
+    import ray
+
+    total = ray.cluster_resources()
+    slots = int(total.get("CPU", 0) // spec.cell_cpus) if spec.cell_cpus else 1
+    if spec.cell_gpus:
+        slots = min(slots, int(total.get("GPU", 0) // spec.cell_gpus))
+    return max(1, slots)
+
+
 def suite_tasks(spec: RunSpec) -> list[str]:
     """The suite's task names; `tasks: [all]` is every task of the tasks folder, so a suite of the
     whole benchmark never goes stale when a task is added."""
@@ -175,12 +186,19 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
         ensure_ray(log_to_driver=not quiet())  # cells print their progress in Ray workers; shown unless quiet
         remote = ray.remote(num_cpus=spec.cell_cpus, num_gpus=spec.cell_gpus, max_retries=0)(_run_cell_task)
         by_key = dict(todo)
-        pending = {remote.remote({**to_dict(cell), "limits": to_dict(cell.limits)}): key for key, cell in todo}
-        info(f"suite {suite_dir.name}: running {len(pending)} cells ({spec.cell_cpus:g} CPUs each) in {suite_dir}")
-        while pending:
+        queue = list(todo)
+        pending: dict[Any, str] = {}
+        info(f"suite {suite_dir.name}: running {len(queue)} cells ({spec.cell_cpus:g} CPUs each) in {suite_dir}")
+        while pending or queue:
+            # Ray lends a task's CPUs out while it blocks on its agent, so its reservation alone
+            # would let every cell start at once: the driver keeps the cells in flight to what fits
+            while queue and len(pending) < cell_slots(spec):
+                key, cell = queue.pop(0)
+                pending[remote.remote({**to_dict(cell), "limits": to_dict(cell.limits)})] = key
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=spec.heartbeat_s)
             if not ready:
-                info(f"suite {suite_dir.name}: {len(results)} of {len(keys)} done, {len(pending)} running or queued")
+                info(f"suite {suite_dir.name}: {len(results)} of {len(keys)} done, {len(pending)} running, "
+                     f"{len(queue)} queued")
                 continue
             key = pending.pop(ready[0])
             try:

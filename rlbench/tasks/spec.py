@@ -198,6 +198,22 @@ class ClaimsConfig:
 
 
 @dataclass
+class ToolsConfig:
+    """A tool the model may call while it generates (rlbench/envs): the harness's evaluation and
+    the reference pipelines run the call loop, and the tool's tokens carry no training loss."""
+
+    name: str = ""  # empty: no tool
+    max_calls: int = 2
+
+    def validate(self) -> None:
+        check(self.max_calls >= 1, "tools.max_calls", self.max_calls, ">= 1")
+        if self.name:
+            from rlbench.envs import tool_names
+
+            check(self.name in tool_names(), "tools.name", self.name, ", ".join(tool_names()))
+
+
+@dataclass
 class DebugConfig:
     """Debug tasks: the workspace's `pipeline/` is the reference pipeline with one planted bug
     (rlbench/tasks/planted_bugs.py), chosen per seed from `bugs` (empty: every kind)."""
@@ -253,8 +269,12 @@ class TaskConfig:
     constraints: ConstraintConfig = field(default_factory=ConstraintConfig)
     claims: ClaimsConfig = field(default_factory=ClaimsConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     def validate(self) -> None:
+        if self.tools.name:
+            check(self.constraints.max_kl == 0, "constraints.max_kl", self.constraints.max_kl,
+                  "0 on a task with a tool (the harness's KL estimate does not mask tool tokens)")
         if self.reward.access == RewardAccess.endpoint:
             check(self.budget.max_sweeps == 0, "budget.max_sweeps", self.budget.max_sweeps,
                   "0 when reward.access=endpoint (trials report dev scores, which need answers)")

@@ -70,6 +70,9 @@ def _cell_row(r: dict[str, Any]) -> dict[str, Any]:
         row["claim"] = {k: r["claim"].get(k) for k in ("made", "claimed", "claimed_ci", "abs_error", "covered")}
     if r.get("reward_queries"):
         row["reward_queries"] = r["reward_queries"]
+    if r.get("debug"):
+        row["debug"] = {k: r["debug"].get(k) for k in ("bug", "named", "diagnosed", "snippet_removed",
+                                                       "recipe_uses_pipeline")}
     return row
 
 
@@ -188,6 +191,10 @@ def _own_score(ref: list[dict[str, Any]]) -> str:
             return "no claims"
         return (f"claim error {_mean([c['abs_error'] for c in claims]) * 100:.1f} pts, covered "
                 f"{sum(bool(c['covered']) for c in claims)}/{len(claims)}")
+    if any("debug" in r for r in ref):
+        dbg = [r["debug"] for r in ref if r.get("debug")]
+        return (f"diagnosed {sum(bool(d['diagnosed']) for d in dbg)}/{len(dbg)}, fixed "
+                f"{sum(bool(d['snippet_removed']) for d in dbg)}/{len(dbg)} ({', '.join(d['bug'] for d in dbg)})")
     if any(r.get("win_rate") is not None for r in ref) and any(r.get("reward_queries") is None for r in ref):
         return "win rate " + f"{100 * _mean([r.get('win_rate') for r in ref]):.0f}%"
     return "-"

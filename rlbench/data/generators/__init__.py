@@ -24,7 +24,8 @@ class Generator(Protocol):
 def _builtin() -> dict[str, str]:
     return {"arith": "rlbench.data.generators.arith:generate",
             "arith_pairs": "rlbench.data.generators.arith:generate_pairs",
-            "words": "rlbench.data.generators.words:generate"}
+            "words": "rlbench.data.generators.words:generate",
+            "calc": "rlbench.data.generators.calc:generate"}
 
 
 def corpus_format(gen: Generator) -> tuple[str, int]:
@@ -34,6 +35,14 @@ def corpus_format(gen: Generator) -> tuple[str, int]:
 
     module = sys.modules.get(getattr(gen, "__module__", ""), None)
     return getattr(module, "REWARD", "exact_int"), int(getattr(module, "MAX_NEW_TOKENS", 8))
+
+
+def corpus_tool(gen: Generator) -> str:
+    """The tool a generator's corpus traces call (its module's `TOOL`; empty: none), which the
+    calibration of a base model pretrained on it runs."""
+    import sys
+
+    return str(getattr(sys.modules.get(getattr(gen, "__module__", ""), None), "TOOL", ""))
 
 
 def resolve_generator(spec: str, task_folder: Path | None = None) -> Generator:

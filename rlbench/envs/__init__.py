@@ -1,0 +1,23 @@
+"""Environments a model acts in while it generates: tools whose outputs the harness, not the model,
+writes into a completion. Looked up by name (`tools.name` of a task)."""
+
+from __future__ import annotations
+
+from rlbench.config.core import ConfigError
+from rlbench.envs.calculator import Calculator
+
+_TOOLS = {"calculator": Calculator}
+
+
+def tool_names() -> list[str]:
+    return sorted(_TOOLS)
+
+
+def get_tool(name: str) -> Calculator:
+    try:
+        return _TOOLS[name]()
+    except KeyError:
+        raise ConfigError(f"key 'tools.name': value '{name}' is not allowed; allowed: {', '.join(tool_names())}") from None
+
+
+__all__ = ["Calculator", "get_tool", "tool_names"]

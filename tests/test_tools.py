@@ -1,0 +1,142 @@
+"""Tool use: the calculator, the generation loop that lets a model call it, the masks that keep the
+environment's tokens out of a loss, and GRPO on a task with a tool."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from conftest import write_tiny_task
+from rlbench.engines import hf_generate
+from rlbench.engines.hf_generate import Completion
+from rlbench.envs.calculator import calculate
+from rlbench.models.tokenizer import DEFAULT_ALPHABET, build_char_tokenizer
+
+
+def test_calculator_computes_integers_and_refuses_the_rest():
+    assert calculate("12*3") == "36" and calculate("(3+4)*5-1") == "34" and calculate(" -7+2 ") == "-5"
+    assert calculate("17//5") == "3" and calculate("17%5") == "2"
+    for bad in ("2**10", "1//0", "3.5*2", "__import__('os')", "x+1", "", "9" * 70, "99999999*99999999"):
+        assert calculate(bad) == "?", bad
+
+
+def test_calc_reward_reads_the_answer_after_the_last_call():
+    from rlbench.rewards import get_reward
+
+    f = get_reward("calc_exact")
+    assert f("[874*51]44574", "44574") == 1.0 and f("44574", "44574") == 1.0
+    assert f("[874*51]44574", "874") == 0.0  # the copied operand is not an answer
+    assert f("[874*5]4370[4370*10+4]43704", "43704") == 1.0 and f("[874*51]?", "44574") == 0.0
+
+
+def test_calc_generator_families_and_hidden_trace():
+    from rlbench.data.generators.calc import generate
+    from rlbench.harness.workspace import visible_items
+    from rlbench.tasks.spec import RewardAccess, TaskConfig
+
+    rng = random.Random(0)
+    items = [generate("main", rng, {"tool_share": 0.5}) for _ in range(200)]
+    assert all(int(it["answer"]) == eval(it["prompt"][:-1]) for it in items)  # noqa: S307 - our own digits
+    assert 40 < sum(it["trace"].startswith("[") for it in items) < 160
+    held = generate("heldout", rng, {})
+    assert "+" in held["prompt"] and int(held["answer"]) == eval(held["prompt"][:-1])  # noqa: S307
+    task = TaskConfig(name="t", version="1", category="specialization", difficulty="easy", kind="implement")
+    task.reward.access = RewardAccess.endpoint
+    assert all(set(it) == {"prompt", "family"} for it in visible_items(task, items))
+
+
+def _scripted(monkeypatch, tok, script: dict[str, str]):
+    """hf_generate.generate replaced by a model that writes script[prompt] (stopping after a stop
+    token, as the real loop's rounds do)."""
+    calls = []
+
+    def fake(model, tokenizer, prompts, *, n=1, max_new_tokens=16, stop_ids=(), with_logprobs=False, **kw):
+        calls.append(list(prompts))
+        out = []
+        for i, p in enumerate(prompts):
+            ids = tok(script[p], add_special_tokens=False)["input_ids"][:max_new_tokens]
+            out.append([Completion(i, list(ids), tok.decode(ids), [-0.5] * len(ids) if with_logprobs else [])
+                        for _ in range(n)])
+        return out
+
+    monkeypatch.setattr(hf_generate, "generate", fake)
+    return calls
+
+
+def test_tool_loop_writes_values_masks_them_and_limits_calls(monkeypatch):
+    tok = build_char_tokenizer(DEFAULT_ALPHABET)
+    calls = _scripted(monkeypatch, tok, {
+        "12*3=": "[12*3]", "12*3=[12*3]36": "",  # one call, then the model stops
+        "5*5=": "25",  # no call
+        "2*2=": "[2*2]", "2*2=[2*2]4": "[4*4]", "2*2=[2*2]4[4*4]16": "[1+1]",  # a third call is not answered
+    })
+    out = hf_generate._generate_with_tool(None, tok, ["12*3=", "5*5=", "2*2="], "calculator", 2, n=2,
+                                          temperature=1.0, top_p=1.0, max_new_tokens=20, seed=0, greedy=False,
+                                          batch_size=8, with_logprobs=True, on_batch=None)
+    a, b, c = out[0][0], out[1][1], out[2][0]
+    assert a.text == "[12*3]36" and a.tool_mask == [1] * 6 + [0, 0] and a.tool_calls == 1
+    assert len(a.logprobs) == len(a.token_ids) and a.logprobs[6:] == [0.0, 0.0]
+    assert b.text == "25" and b.tool_mask == [1, 1] and b.tool_calls == 0
+    assert c.text == "[2*2]4[4*4]16[1+1]" and c.tool_calls == 2
+    assert c.tool_mask == [1] * 5 + [0] + [1] * 5 + [0, 0] + [1] * 5
+    assert len(calls) == 3  # the first round, then one round per call
+    # the environment's tokens count against max_new_tokens, and a cut completion stops there
+    out = hf_generate._generate_with_tool(None, tok, ["12*3="], "calculator", 2, n=1, temperature=1.0, top_p=1.0,
+                                          max_new_tokens=7, seed=0, greedy=True, batch_size=8, with_logprobs=False,
+                                          on_batch=None)
+    assert out[0][0].text == "[12*3]3" and out[0][0].tool_mask == [1] * 6 + [0]
+
+
+def test_tool_masks_reach_the_training_batches():
+    from reference_pipelines.common import build_group_batch, build_sequences
+
+    tok = build_char_tokenizer(DEFAULT_ALPHABET)
+    comps = [tok("[1*2]2", add_special_tokens=False)["input_ids"], tok("7", add_special_tokens=False)["input_ids"]]
+    masks = [[1] * 5 + [0], [1]]
+    g = build_group_batch(tok, ["1*2="], comps, 2, 20, masks)
+    assert g.mask[0, :7].tolist() == [1, 1, 1, 1, 1, 0, 1] and g.mask[1, :3].tolist() == [1, 1, 0]
+    assert torch.equal(g.full().mask.sum(-1), g.mask.sum(-1))
+    s = build_sequences(tok, ["1*2=", "1*2="], comps, 20, masks)
+    assert s.mask.sum(-1).tolist() == [6.0, 2.0]
+    with pytest.raises(ValueError, match="tool mask"):
+        build_sequences(tok, ["1*2="], comps[:1], 20, [[1, 0]])
+
+
+def test_grpo_runs_on_a_task_with_a_tool_and_other_pipelines_refuse(tmp_path, session_tasks):
+    from reference_pipelines.registry import load_pipeline_config, run_pipeline
+
+    write_tiny_task(session_tasks, "calc-tiny", reward={"name": "calc_exact"},
+                    tools={"name": "calculator", "max_calls": 2})
+    out = tmp_path / "grpo"
+    base = ["task=calc-tiny", "model=arith-tiny", "num_threads=1", "batch_prompts=4", "eval_every=2", "eval_prompts=10"]
+    run_pipeline("grpo", load_pipeline_config("grpo", base + ["group_size=2", "steps=2", f"out={out}"]))
+    steps = [json.loads(x) for x in (out / "steps.jsonl").read_text().splitlines()]
+    assert len([s for s in steps if "reward_mean" in s]) == 2 and (out / "checkpoint" / "config.json").is_file()
+    with pytest.raises(ValueError, match="tool"):
+        run_pipeline("ppo", load_pipeline_config("ppo", base + ["steps=1", f"out={tmp_path / 'ppo'}"]))
+
+
+def test_harness_scores_with_the_tool_loop(session_tasks):
+    from rlbench.evaluation.baseline import evaluate_model
+    from rlbench.models.zoo import resolve_model
+    from rlbench.tasks.registry import load_task
+
+    write_tiny_task(session_tasks, "calc-tiny", reward={"name": "calc_exact"},
+                    tools={"name": "calculator", "max_calls": 2})
+    task = load_task("calc-tiny")
+    seen = []
+    real = hf_generate._generate_with_tool
+
+    def spy(*a, **kw):
+        seen.append(a[3])
+        return real(*a, **kw)
+
+    import unittest.mock as mock
+
+    with mock.patch.object(hf_generate, "_generate_with_tool", spy):
+        r = evaluate_model(resolve_model("arith-tiny").location, task, ("dev",))
+    assert seen and set(seen) == {"calculator"}
+    assert 0.0 <= r["scores"]["dev"]["pass_at_1"] <= 1.0
