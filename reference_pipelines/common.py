@@ -45,6 +45,9 @@ class PipelineConfig:
     eval_every: int = 100
     eval_prompts: int = 200
     save_every: int = 0  # 0: only the final checkpoint
+    # > 0: stop after the step that passes this many seconds since the run started, and save the
+    # checkpoint as at the end (a run that fits a time budget instead of being killed by it)
+    max_seconds: float = 0.0
     device: str = "cpu"
     # fp32 | bf16 | auto, learner and rollout alike (rlbench/engines/precision.py): bf16 steps ~1.9x
     # faster here but its arith-grpo heldout gains were a third of fp32's (docs/benchmarks.md)
@@ -67,6 +70,7 @@ class PipelineConfig:
         check(self.max_new_tokens >= 0, "max_new_tokens", self.max_new_tokens, ">= 0 (0: the task's)")
         check(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 (0: no dev evaluation)")
         check(self.train_limit >= 0, "train_limit", self.train_limit, ">= 0 (0: all train items)")
+        check(self.max_seconds >= 0, "max_seconds", self.max_seconds, ">= 0 (0: no time limit)")
 
 
 @dataclass
@@ -318,13 +322,18 @@ class RunContext:
     started: float
     log: "StepLog"
     history: list[dict[str, Any]]
+    stopped_by: str = "steps"
 
-    def end_step(self, rec: dict[str, Any], rollout: "Rollout | None", bar: Any, sync_before_eval: bool) -> None:
+    def end_step(self, rec: dict[str, Any], rollout: "Rollout | None", bar: Any, sync_before_eval: bool) -> bool:
         """The end of every step of every pipeline: dev accuracy every `eval_every` steps (after a
         weight sync when the loop does not sync each step), the step log, the progress bar, and an
-        intermediate checkpoint every `save_every` steps."""
+        intermediate checkpoint every `save_every` steps. True when `max_seconds` has passed: the
+        loop stops there."""
         cfg, step = self.cfg, rec["step"]
-        if rollout is not None and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+        late = bool(cfg.max_seconds) and time.monotonic() - self.started >= cfg.max_seconds
+        if late:
+            self.stopped_by = "max_seconds"
+        if rollout is not None and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps or late):
             if sync_before_eval:
                 rollout.sync(self.learner.export_weights())
             dev = dev_accuracy(rollout, self.task, self.data.dev[: cfg.eval_prompts], cfg.max_new_tokens)
@@ -338,6 +347,7 @@ class RunContext:
             bar.update(**shown)
         if cfg.save_every and step % cfg.save_every == 0:
             self.learner.save(self.out / f"checkpoint-{step}")
+        return late
 
     def summary(self, **extra: Any) -> dict[str, Any]:
         """Close the step log, save the final checkpoint and `summary.json`; return the summary."""
@@ -347,7 +357,8 @@ class RunContext:
         history = self.history
         ckpt = self.learner.save(self.out / "checkpoint")
         summary = {"algorithm": self.algo, "task": self.cfg.task, "model": self.cfg.model or self.task.model.base,
-                   "seed": self.cfg.seed, "steps": self.cfg.steps, "seconds": round(time.monotonic() - self.started, 1),
+                   "seed": self.cfg.seed, "steps": history[-1]["step"] if history else 0, "steps_planned": self.cfg.steps,
+                   "stopped_by": self.stopped_by, "seconds": round(time.monotonic() - self.started, 1),
                    "checkpoint": str(ckpt),
                    "dev_greedy": [(h["step"], h["dev_greedy"]) for h in history if "dev_greedy" in h], **extra}
         if history and "reward_mean" in history[0]:

@@ -80,3 +80,13 @@ def test_save_every_writes_intermediate_checkpoints_in_every_pipeline(name, tmp_
     run_pipeline(name, cfg)
     for step in (2, 4):
         assert AutoModelForCausalLM.from_pretrained(out / f"checkpoint-{step}").config.model_type == "llama"
+
+
+def test_max_seconds_stops_a_run_and_keeps_its_checkpoint(tmp_path):
+    out = tmp_path / "boxed"
+    cfg = load_pipeline_config("grpo", TINY + ["steps=500", "batch_prompts=4", "group_size=2", "eval_every=0",
+                                               "max_seconds=1", f"out={out}"])
+    summary = run_pipeline("grpo", cfg)
+    assert summary["stopped_by"] == "max_seconds" and 1 <= summary["steps"] < 500 == summary["steps_planned"]
+    assert len(_steps(out)) == summary["steps"]
+    AutoModelForCausalLM.from_pretrained(out / "checkpoint")

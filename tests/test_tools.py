@@ -140,3 +140,49 @@ def test_harness_scores_with_the_tool_loop(session_tasks):
         r = evaluate_model(resolve_model("arith-tiny").location, task, ("dev",))
     assert seen and set(seen) == {"calculator"}
     assert 0.0 <= r["scores"]["dev"]["pass_at_1"] <= 1.0
+
+
+def test_textgame_rules_replay_and_reward():
+    from rlbench.data.generators.textgame import best_action, generate
+    from rlbench.envs.textgame import State, layout, observe, prompt_of, step
+    from rlbench.rewards import get_reward
+
+    lay = layout(794772, 5)
+    assert lay == layout(794772, 5) and lay != layout(794773, 5)
+    assert len(lay.edges) == 5 and sum(len(v) for v in lay.edges.values()) == 2 * 4  # a tree
+    assert lay.start not in (lay.key, lay.door) and lay.key != lay.door
+    # the shortest play wins; the reward replays the actions, whatever text claims a win
+    st, text = State(lay.start), ""
+    while not st.won:
+        act = best_action(lay, st)
+        st = step(lay, st, act)
+        text += f"{act};{observe(lay, st)}"
+    win = get_reward("game_win")
+    assert text.endswith("WIN") and win(text, "794772.5") == 1.0
+    assert win("k;WIN", "794772.5") == 0.0  # a WIN the environment did not write
+    assert win(text, "794773.5") == 0.0  # another game's layout
+    wander = "".join(f"{r};" for r in "ABCDEFGHABCDE")
+    assert win(wander, "794772.5") == 0.0
+    assert prompt_of(794772, 5).startswith("794772.5|") and prompt_of(794772, 5).endswith(">")
+    rng = random.Random(1)
+    assert {generate("heldout", rng, {})["answer"].split(".")[1] for _ in range(20)} == {"6"}
+    assert {generate("main", rng, {})["answer"].split(".")[1] for _ in range(40)} == {"4", "5"}
+
+
+def test_textgame_environment_answers_each_action(monkeypatch):
+    from rlbench.envs.textgame import State, layout, observe, prompt_of, step
+
+    tok = build_char_tokenizer(DEFAULT_ALPHABET)
+    lay = layout(12, 4)
+    prompt = prompt_of(12, 4)
+    exit_ = lay.edges[lay.start][0]
+    moved = observe(lay, step(lay, State(lay.start), exit_))
+    stay = observe(lay, State(lay.start))
+    _scripted(monkeypatch, tok, {prompt: f"{exit_};", prompt + f"{exit_};{moved}": "q;",
+                                 prompt + f"{exit_};{moved}q;{moved}": ""})
+    out = hf_generate._generate_with_tool(None, tok, [prompt], "textgame", 12, n=1, temperature=1.0, top_p=1.0,
+                                          max_new_tokens=60, seed=0, greedy=True, batch_size=8, with_logprobs=False,
+                                          on_batch=None)
+    c = out[0][0]
+    assert c.text == f"{exit_};{moved}q;{moved}" and c.tool_calls == 2 and stay.endswith(">")
+    assert c.tool_mask == [1, 1] + [0] * len(moved) + [1, 1] + [0] * len(moved)

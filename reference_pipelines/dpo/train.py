@@ -88,5 +88,6 @@ def run(cfg: DPOConfig) -> dict[str, Any]:
             stats = learner.train_step(loss_fn)
             dt = time.monotonic() - t0
             rec = {"step": step, **stats, "samples_per_s": 2 * n / dt, "step_time": dt}
-            ctx.end_step(rec, rollout, bar, sync_before_eval=True)
+            if ctx.end_step(rec, rollout, bar, sync_before_eval=True):
+                break
     return ctx.summary(pairs=len(pairs))

@@ -90,5 +90,6 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
                    "loss": stats["loss"], "kl": stats["kl"], "entropy": stats["entropy_proxy"],
                    "clip_frac": stats["clip_frac"], "completion_len": float(seq.completion_lengths.mean()),
                    "tokens_per_s": tokens / dt, "samples_per_s": len(rewards) / dt, "step_time": dt}
-            ctx.end_step(rec, rollout, bar, sync_before_eval=False)
+            if ctx.end_step(rec, rollout, bar, sync_before_eval=False):
+                break
     return ctx.summary()

@@ -104,5 +104,6 @@ def run(cfg: PPOConfig) -> dict[str, Any]:
                    "loss": stats["loss"], "value_loss": float(vloss.detach()),
                    "kl": float(masked_mean(old - ref, seq.mask)), "entropy": stats["entropy"],
                    "clip_frac": stats["clip_frac"], "samples_per_s": len(scores) / dt, "step_time": dt}
-            ctx.end_step(rec, rollout, bar, sync_before_eval=False)
+            if ctx.end_step(rec, rollout, bar, sync_before_eval=False):
+                break
     return ctx.summary()

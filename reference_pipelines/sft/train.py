@@ -33,5 +33,6 @@ def run(cfg: SFTConfig) -> dict[str, Any]:
             stats = learner.train_step(lambda lrn: (sft_loss(lrn.logprobs(seq.input_ids, seq.attention_mask), seq.mask), {}))
             dt = time.monotonic() - t0
             rec = {"step": step, "loss": stats["loss"], "samples_per_s": len(items) / dt, "step_time": dt}
-            ctx.end_step(rec, rollout, bar, sync_before_eval=True)
+            if ctx.end_step(rec, rollout, bar, sync_before_eval=True):
+                break
     return ctx.summary()

@@ -218,7 +218,9 @@ class ReferenceAgent(Agent):
             if left <= reserve:
                 break
             out = f"runs/attempt{i}"
-            args = " ".join(f"{k}={v}" for k, v in {**settings, "out": out}.items())
+            # the run stops itself in time to save its checkpoint: start-up and the save fit the margin
+            box = {"max_seconds": int(max(30.0, left - reserve - 45))} if "max_seconds" not in settings else {}
+            args = " ".join(f"{k}={v}" for k, v in {**settings, **box, "out": out}.items())
             run = tools.exec(f"{command} {args} seed={self.options.get('seed', 0)}", timeout=left - reserve)
             if not run["ok"]:
                 continue  # the stderr tail is in the trajectory; the next setting is more conservative

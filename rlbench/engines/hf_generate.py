@@ -124,7 +124,7 @@ def _generate_with_tool(model, tokenizer, prompts: Sequence[str], tool: str, max
             break
         conts = []
         for c in todo:
-            answer = tokenizer(env.respond(c.text), add_special_tokens=False)["input_ids"]
+            answer = tokenizer(env.respond(prompts[c.prompt_index], c.text), add_special_tokens=False)["input_ids"]
             answer = answer[: max_new_tokens - len(c.token_ids)]
             c.token_ids = c.token_ids + answer  # new lists: completions never share one
             c.tool_mask = c.tool_mask + [0] * len(answer)

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from rlbench.config.core import ConfigError
 from rlbench.envs.calculator import Calculator
+from rlbench.envs.textgame import TextGame
 
-_TOOLS = {"calculator": Calculator}
+_TOOLS: dict[str, type] = {"calculator": Calculator, "textgame": TextGame}
 
 
 def tool_names() -> list[str]:
     return sorted(_TOOLS)
 
 
-def get_tool(name: str) -> Calculator:
+def get_tool(name: str) -> Calculator | TextGame:
     try:
         return _TOOLS[name]()
     except KeyError:
         raise ConfigError(f"key 'tools.name': value '{name}' is not allowed; allowed: {', '.join(tool_names())}") from None
 
 
-__all__ = ["Calculator", "get_tool", "tool_names"]
+__all__ = ["Calculator", "TextGame", "get_tool", "tool_names"]

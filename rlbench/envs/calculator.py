@@ -50,8 +50,8 @@ class Calculator:
     name = "calculator"
     stop = CLOSE
 
-    def respond(self, completion: str) -> str:
-        """What the environment writes after a completion that ends in `]`."""
+    def respond(self, prompt: str, completion: str) -> str:
+        """What the environment writes after a completion that ends in `]` (the prompt plays no part)."""
         start = completion.rfind(OPEN)
         return calculate(completion[start + 1:-1]) if start >= 0 else ERROR
 

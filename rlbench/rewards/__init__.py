@@ -8,12 +8,12 @@ from rlbench.config.core import ConfigError
 from rlbench.rewards.exact import exact_int
 from rlbench.rewards.graded import int_closeness
 from rlbench.rewards.text import exact_text
-from rlbench.rewards.tool import calc_exact
+from rlbench.rewards.tool import calc_exact, game_win
 
 RewardFn = Callable[..., float]
 
 _REWARDS: dict[str, RewardFn] = {"exact_int": exact_int, "int_closeness": int_closeness, "exact_text": exact_text,
-                                 "calc_exact": calc_exact}
+                                 "calc_exact": calc_exact, "game_win": game_win}
 
 
 def get_reward(name: str) -> RewardFn:
@@ -25,4 +25,4 @@ def get_reward(name: str) -> RewardFn:
         ) from None
 
 
-__all__ = ["RewardFn", "get_reward", "exact_int", "int_closeness", "exact_text", "calc_exact"]
+__all__ = ["RewardFn", "get_reward", "exact_int", "int_closeness", "exact_text", "calc_exact", "game_win"]

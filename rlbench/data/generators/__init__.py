@@ -25,7 +25,8 @@ def _builtin() -> dict[str, str]:
     return {"arith": "rlbench.data.generators.arith:generate",
             "arith_pairs": "rlbench.data.generators.arith:generate_pairs",
             "words": "rlbench.data.generators.words:generate",
-            "calc": "rlbench.data.generators.calc:generate"}
+            "calc": "rlbench.data.generators.calc:generate",
+            "textgame": "rlbench.data.generators.textgame:generate"}
 
 
 def corpus_format(gen: Generator) -> tuple[str, int]:
