@@ -48,8 +48,8 @@ class BadSubmitter(Agent):
     def run(self, description: str, tools: Any) -> None:
         head = ("from transformers import AutoModelForCausalLM, AutoTokenizer; "
                 "m = AutoModelForCausalLM.from_pretrained('model'); t = AutoTokenizer.from_pretrained('model'); ")
-        for kind, code in MAKE_BAD.items():
-            tools.python(head + code)
+        tools.python(head + "\n" + "\n".join(MAKE_BAD.values()))  # one interpreter start for all five
+        for kind in MAKE_BAD:
             tools.submit(f"bad_{kind}")
         tools.submit("model")  # the sixth: over the task's cap of five
 

@@ -208,9 +208,12 @@ class ToolsConfig:
     def validate(self) -> None:
         check(self.max_calls >= 1, "tools.max_calls", self.max_calls, ">= 1")
         if self.name:
-            from rlbench.envs import tool_names
+            from rlbench.envs import get_tool, tool_names
 
             check(self.name in tool_names(), "tools.name", self.name, ", ".join(tool_names()))
+            limit = getattr(get_tool(self.name), "max_actions", None)  # what its verifier replays
+            if limit is not None:
+                check(self.max_calls <= limit, "tools.max_calls", self.max_calls, f"<= {limit} for {self.name}")
 
 
 @dataclass
