@@ -90,6 +90,11 @@ def test_validation_verdicts():
     assert judge(slow, 3, 1200)["checks"]["fits_budget"]["over"] == ["reference-2"]
     broken = [_row("reference", s, 0.1, 0.2, constraint={"satisfied": False}) for s in range(3)]
     assert not judge(null + broken, 3, 1200)["passed"]  # a gain that breaks the task's constraint does not count
+    from rlbench.tasks.validation import _own_score
+
+    dbg = [_row("reference", s, 0.1, 0.2, debug={"bug": b, "diagnosed": d, "snippet_removed": True})
+           for s, (b, d) in enumerate([("lr_off", True), ("kl_sign", False), ("advantage_sign", True)])]
+    assert _own_score(dbg) == "diagnosed 2/3, fixed 3/3 (lr_off, kl_sign, advantage_sign)"
 
 
 def test_batch_rewards_go_through_the_grading_server(tmp_path, monkeypatch):
