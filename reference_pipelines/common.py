@@ -16,6 +16,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from rlbench.config.core import check
+from rlbench.envs import tool_args
 from rlbench.engines.hf_generate import Completion
 from rlbench.progress import info, track
 
@@ -266,11 +267,6 @@ class Rollout:
             ray.get(self.engine.update_weights.remote(ray.put(weights)))
         else:
             self.engine.update_weights(weights)
-
-
-def tool_args(task: Any) -> dict[str, Any]:
-    """What a task's tool adds to every generate call (nothing for a task without one)."""
-    return {"tool": task.tools.name, "max_calls": task.tools.max_calls} if task.tools.name else {}
 
 
 def dev_accuracy(rollout: Rollout, task: Any, dev: Sequence[dict[str, Any]], max_new_tokens: int) -> float | None:

@@ -10,6 +10,12 @@ from rlbench.envs.textgame import TextGame
 _TOOLS: dict[str, type] = {"calculator": Calculator, "textgame": TextGame}
 
 
+def tool_args(task) -> dict:
+    """What a task's tool adds to every generate call (nothing for a task without one): the one
+    place the harness's scoring and the pipelines take it from."""
+    return {"tool": task.tools.name, "max_calls": task.tools.max_calls} if task.tools.name else {}
+
+
 def tool_names() -> list[str]:
     return sorted(_TOOLS)
 
@@ -21,4 +27,4 @@ def get_tool(name: str) -> Calculator | TextGame:
         raise ConfigError(f"key 'tools.name': value '{name}' is not allowed; allowed: {', '.join(tool_names())}") from None
 
 
-__all__ = ["Calculator", "TextGame", "get_tool", "tool_names"]
+__all__ = ["Calculator", "TextGame", "get_tool", "tool_args", "tool_names"]

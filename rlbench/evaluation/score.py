@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from rlbench.engines.hf_generate import generate
+from rlbench.envs import tool_args
 from rlbench.evaluation.stats import mean_ci, wilson_ci
 from rlbench.progress import track
 from rlbench.rewards import get_reward
@@ -51,7 +52,7 @@ def score_split(
     reward = get_reward(task.reward.name)
     params = dict(task.reward.params)
     prompts = [it["prompt"] for it in items]
-    tool = {"tool": task.tools.name, "max_calls": task.tools.max_calls} if task.tools.name else {}
+    tool = tool_args(task)
     batch = max(1, proto.batch_size // proto.samples_per_prompt)
     n_batches = -(-len(prompts) // batch)
     with track(f"eval {split} sampled", n_batches) as bar:
