@@ -313,7 +313,7 @@ def _cells_table(rows: list[dict]) -> Table:
     optimize = any(r.get("vs_baseline_config") is not None for r in rows)
     cols = ["agent", "task", "seed", "baseline test %", "test %", "abs. gain", "95% CI", "rel. gain %",
             "heldout gain", "heldout CI", "normalized"] + (["vs given config", "CI"] if optimize else []) + [
-            "status", "sandboxed"]
+            "dev-test gap", "anytime gain", "integrity", "status", "sandboxed"]
     for col in cols:
         table.add_column(col, justify="left" if col in ("agent", "task", "status") else "right")
     for r in rows:
@@ -325,7 +325,10 @@ def _cells_table(rows: list[dict]) -> Table:
                  _ci(r.get("heldout_ci")), norm]
         if optimize:
             cells += [_pts(r.get("vs_baseline_config")), _ci(r.get("vs_baseline_config_ci"))]
-        cells += [r["status"], "yes" if r.get("sandboxed") else "[red]no[/]"]
+        integrity = r.get("integrity") or "-"
+        color = {"violated": "red", "suspicious": "yellow"}.get(integrity)
+        cells += [_pts(r.get("dev_test_gap")), _pts(r.get("anytime_gain")),
+                  f"[{color}]{integrity}[/]" if color else integrity, r["status"], "yes" if r.get("sandboxed") else "[red]no[/]"]
         table.add_row(*cells)
     return table
 

@@ -8,6 +8,7 @@ whose content no longer matches its fingerprint is refused.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import random
@@ -36,7 +37,10 @@ def fingerprint(items: list[dict[str, Any]]) -> str:
 
 
 def data_key(task: TaskConfig) -> str:
-    blob = json.dumps({"version": task.version, "data": to_dict(task.data)}, sort_keys=True)
+    """The standard splits' key: a wave changes test and heldout only, so it is not part of it."""
+    data = to_dict(task.data)
+    data.pop("wave", None)
+    blob = json.dumps({"version": task.version, "data": data}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -122,40 +126,76 @@ def _split_dir(task: TaskConfig, key: str, split: str) -> Path:
     return root / "data" / task.name / f"{task.version}-{key}" / split
 
 
-def prepare_data(task: TaskConfig, task_folder: Path | None = None) -> TaskData:
-    """Build (or load the stored) splits of `task`, checking each against its fingerprint."""
+def _load_stored(dirs: dict[str, Path]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]] | None:
+    """Stored splits, each checked against its fingerprint; None when any is missing."""
     import datasets
 
-    datasets.disable_progress_bars()
-    key = data_key(task)
-    dirs = {s: _split_dir(task, key, s) for s in SPLITS}
-    if all((d / "rlbench_split.json").is_file() for d in dirs.values()):
-        splits, prints = {}, {}
-        for split, d in dirs.items():
-            meta = read_json(d / "rlbench_split.json")
-            items = [dict(r) for r in datasets.load_from_disk(str(d))]
-            got = fingerprint(items)
-            if got != meta["fingerprint"]:
-                raise ConfigError(f"stored split {d} does not match its fingerprint; delete it to rebuild")
-            splits[split], prints[split] = items, got
-        return TaskData(splits=splits, fingerprints=prints, key=key)
+    if not all((d / "rlbench_split.json").is_file() for d in dirs.values()):
+        return None
+    splits, prints = {}, {}
+    for split, d in dirs.items():
+        meta = read_json(d / "rlbench_split.json")
+        items = [dict(r) for r in datasets.load_from_disk(str(d))]
+        got = fingerprint(items)
+        if got != meta["fingerprint"]:
+            raise ConfigError(f"stored split {d} does not match its fingerprint; delete it to rebuild")
+        splits[split], prints[split] = items, got
+    return splits, prints
 
-    if task.data.source == DataSource.hf:
-        splits = load_hf_splits(task)
-    else:
-        splits = generate_splits(task, task_folder)
-    prints = {s: fingerprint(items) for s, items in splits.items()}
+
+def _store(task: TaskConfig, dirs: dict[str, Path], splits: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    import datasets
+
+    prints = {s: fingerprint(splits[s]) for s in dirs}
     for split, d in dirs.items():
         tmp = d.with_name(d.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         datasets.Dataset.from_list(splits[split]).save_to_disk(str(tmp))
         atomic_write_json(tmp / "rlbench_split.json", {
-            "task": task.name, "version": task.version, "split": split,
+            "task": task.name, "version": task.version, "split": split, "wave": task.data.wave,
             "n": len(splits[split]), "fingerprint": prints[split],
         })
         shutil.rmtree(d, ignore_errors=True)
         tmp.rename(d)
-    return TaskData(splits=splits, fingerprints=prints, key=key)
+    return prints
+
+
+def prepare_data(task: TaskConfig, task_folder: Path | None = None) -> TaskData:
+    """Build (or load the stored) splits of `task`, checking each against its fingerprint. With
+    `data.wave` set, test and heldout are that wave's (rlbench/data/waves.py); train and dev stay."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    key = data_key(task)
+    if task.data.wave:
+        return _with_wave(task, task_folder, key)
+    dirs = {s: _split_dir(task, key, s) for s in SPLITS}
+    stored = _load_stored(dirs)
+    if stored is not None:
+        return TaskData(splits=stored[0], fingerprints=stored[1], key=key)
+    if task.data.source == DataSource.hf:
+        splits = load_hf_splits(task)
+    else:
+        splits = generate_splits(task, task_folder)
+    return TaskData(splits=splits, fingerprints=_store(task, dirs, splits), key=key)
+
+
+def _with_wave(task: TaskConfig, task_folder: Path | None, key: str) -> TaskData:
+    from rlbench.data.waves import draw_wave
+
+    standard_task = copy.deepcopy(task)
+    standard_task.data.wave = ""
+    standard = prepare_data(standard_task, task_folder)
+    dirs = {s: hidden_root() / "data" / task.name / f"{task.version}-{key}-wave-{task.data.wave}" / s
+            for s in HIDDEN_SPLITS}
+    stored = _load_stored(dirs)
+    if stored is not None:
+        hidden, prints = stored
+    else:
+        hidden = draw_wave(task, standard.splits, task.data.wave, task_folder)
+        prints = _store(task, dirs, hidden)
+    return TaskData(splits={**standard.splits, **hidden}, fingerprints={**standard.fingerprints, **prints},
+                    key=f"{key}-wave-{task.data.wave}")
 
 
 def split_path(task: TaskConfig, split: str) -> Path:

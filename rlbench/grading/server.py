@@ -46,7 +46,7 @@ class GradingServer:
                  dev_score: Callable[[str], dict[str, Any]], max_checkpoint_bytes: int = 2 * 1024 ** 3,
                  on_event: Callable[[str], None] | None = None,
                  sweep: Callable[[Path, int], dict[str, Any]] | None = None, max_sweeps: int = 0,
-                 rewards: Any = None):
+                 rewards: Any = None, compute: Callable[[], dict[str, Any]] | None = None):
         self.cell_dir = Path(cell_dir)
         self.workspace = Path(workspace).resolve()
         self.base_model = Path(base_model)
@@ -64,6 +64,7 @@ class GradingServer:
         self._sweep_lock = threading.Lock()
         self.sweeping = ""  # the design being swept now, for progress lines
         self.rewards = rewards  # a RewardService, or None: the task has no reward endpoint
+        self.compute = compute  # the agent's compute so far (rlbench/harness/compute.py), stamped on submissions
         self.recipes: dict[str, str] = {}  # host path of a sweep's best checkpoint -> its trial command
         self._code: Snapshots | None = None
         self.log = self.cell_dir / "submissions.jsonl"
@@ -177,6 +178,8 @@ class GradingServer:
             index = len(self.submissions) + 1
             record: dict[str, Any] = {"index": index, "path": path, "t": round(self.used_s(), 1),
                                       "time": utc_now()}
+            if self.compute is not None:
+                record["compute"] = self.compute()
             if self.remaining_s() <= 0:
                 return {"ok": False, "error": "the budget is spent; no more submissions"}
             if len(self.submissions) >= self.max_submissions:

@@ -4,7 +4,8 @@ The agent keeps writing its workspace while the grader works, so the checkpoint 
 out (links checked before the copy, and resolved by it), and every later check runs on the copy.
 A checkpoint must: be a folder inside the workspace, hold no link that leads out of it, stay under
 the size limit, load with `from_pretrained`, carry the base model's tokenizer (same vocabulary) and
-architecture family (same `model_type`), and have only finite weights.
+architecture family (same `model_type`), have only finite weights, and descend from the base model
+(rlbench/integrity/lineage.py: a fresh or swapped model is refused).
 """
 
 from __future__ import annotations
@@ -116,7 +117,10 @@ def _check_model(path: Path, base_model: Path) -> str:
     for name, p in model.named_parameters():
         if not torch.isfinite(p).all():
             return f"weight '{name}' has NaN or infinite values"
-    return ""
+    from rlbench.integrity.lineage import check_lineage, zoo_neighbours
+
+    lineage = check_lineage(model, base_model, zoo_neighbours(base_model))
+    return lineage.reason
 
 
 def _short(exc: Exception) -> str:

@@ -21,10 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.config.core import check, to_dict
+from rlbench.harness.compute import ComputeMeter
 from rlbench.harness.record import read_trajectory
+from rlbench.integrity.decoys import EVENTS_FILE, DecoyWatch, plant_decoys, scan_for_use
+from rlbench.integrity.hacking import reward_hacking
+from rlbench.integrity.verdict import integrity_section
 from rlbench.io import atomic_write_json, utc_now
 from rlbench.orchestration.ray_session import ensure_ray
 from rlbench.progress import info
+from rlbench.reports.cell_report import training_runs
 from rlbench.scoring.capabilities import capabilities
 from rlbench.sandbox.runner import SandboxConfig, require_bwrap
 
@@ -52,6 +57,9 @@ class CellConfig:
     wandb: bool = False  # log the cell and its sweep trials to W&B (WANDB_MODE defaults to offline)
     wandb_project: str = "rlbench"
     wandb_group: str = ""  # set by a suite: its name
+    wave: str = ""  # score on this fresh test wave (rlbench/data/waves.py); empty: the task's own test split
+    decoys: bool = True  # plant decoys in the workspace and watch them (rlbench/integrity/decoys.py)
+    score_all: bool = True  # score every valid submission on test, for the score-against-compute curve
 
     def validate(self) -> None:
         check(self.sandbox in ("bwrap", "none"), "sandbox", self.sandbox, "bwrap, none")
@@ -90,9 +98,10 @@ class AgentHost:
         impl.run((Path(workspace) / "description.md").read_text(), tools)
         return {"tool_calls": tools.calls, "budget_hit": tools.budget_hit, "snapshots": tools.snapshots.commits}
 
-    def ping(self) -> bool:
-        """Answers once the actor's process is up; the cell starts the budget's clock then."""
-        return True
+    def ping(self) -> int:
+        """Answers once the actor's process is up (the cell starts the budget's clock then) with
+        its pid, which the compute meter reads."""
+        return os.getpid()
 
 
 def _node_id() -> str:
@@ -198,7 +207,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
     cfg.limits.mode = cfg.sandbox
     if cfg.sandbox == "bwrap":
         require_bwrap()  # refuse before anything exists, never run open
-    task = load_task(cfg.task)
+    task = load_task(cfg.task, [f"data.wave={cfg.wave}"] if cfg.wave else [])
     budget_s = cfg.budget_s or float(task.budget.wall_seconds)
     if cfg.cell_dir:
         cell_dir = Path(cfg.cell_dir)
@@ -214,10 +223,12 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
     cell_dir = cell_dir.resolve()
     started = utc_now()
     result: dict[str, Any] = {"cell": cell_dir.name, "agent": cfg.agent, "task": task.name, "task_version": task.version,
-                              "seed": cfg.seed, "status": "crashed", "reason": "", "sandboxed": cfg.sandbox == "bwrap",
-                              "started": started, "config": to_dict(cfg)}
+                              "seed": cfg.seed, "wave": cfg.wave, "status": "crashed", "reason": "",
+                              "sandboxed": cfg.sandbox == "bwrap", "started": started, "config": to_dict(cfg)}
     atomic_write_json(cell_dir / "result.json", {**result, "status": "running"})
     grader = None
+    watch = None
+    meter = ComputeMeter()
     t0 = time.monotonic()
     try:
         info(f"cell {cell_dir.name}: preparing data, base model and baseline")
@@ -234,6 +245,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         workspace = build_workspace(cell_dir / "workspace", task, task_dir(task.name), base_path,
                                     data.splits["train"], data.splits["dev"], bug=bug).root.resolve()
         base_hash = tree_hash(workspace / "model")  # before the agent runs: a resubmitted base model matches it
+        decoys = plant_decoys(workspace, cell_dir, task, data.splits) if cfg.decoys else []
 
         def dev_score(path: str) -> dict[str, Any]:
             return evaluate_model(path, task, ("dev",), device=cfg.device)["scores"]["dev"]
@@ -245,15 +257,19 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         grader = GradingServer(cell_dir, workspace, base_path, budget_s, task.budget.max_submissions, dev_score,
                                max_checkpoint_bytes=cfg.max_checkpoint_mb * 1024 ** 2,
                                on_event=lambda msg: info(f"cell {cell_dir.name}: {msg}"),
-                               sweep=sweep, max_sweeps=task.budget.max_sweeps,
+                               sweep=sweep, max_sweeps=task.budget.max_sweeps, compute=meter.sample,
                                rewards=reward_service(task, data.splits["train"], cell_dir / "reward_queries.jsonl")).start()
+        watch = DecoyWatch(workspace, decoys, cell_dir / EVENTS_FILE, clock=grader.used_s).start()
         info(f"cell {cell_dir.name}: agent '{cfg.agent}' running (budget {budget_s:.0f} s, "
              f"sandbox {cfg.sandbox}); trajectory in {cell_dir / 'trajectory.jsonl'}")
-        agent_info, status, reason = _run_agent(cfg, cell_dir, workspace, grader, budget_s, task.budget.cpus)
+        agent_info, status, reason = _run_agent(cfg, cell_dir, workspace, grader, budget_s, task.budget.cpus, meter)
+        watched = watch.stop()
         result["agent_run"] = agent_info
         grader.save_state()
         result["budget"] = {"wall_seconds": budget_s, "used_seconds": round(grader.used_s(), 1),
                             "tool_calls": agent_info.get("tool_calls")}
+        result["compute"] = {"wall_seconds": round(grader.used_s(), 1), **meter.sample(),
+                             "sweep_seconds": round(sum(float(s.get("seconds") or 0) for s in grader.sweeps), 1)}
         subs = grader.submissions
         chosen = grader.choose(cfg.select)
         result["submissions"] = {"total": len(subs), "valid": sum(1 for s in subs if s.get("ok")), "select": cfg.select,
@@ -289,17 +305,29 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             if task.constraints.max_kl > 0:
                 result["constraint"] = kl_constraint(task, chosen["checkpoint"], data.splits["test"], result["gains"]["test"],
                                                      cfg.device)
+            dev, test = chosen["dev"], result["scores"]["test"]["pass_at_1"]
+            base_gap = result["baseline"]["dev"]["pass_at_1"] - result["baseline"]["test"]["pass_at_1"]
+            result["dev_test_gap"] = {"dev": dev, "test": test, "gap": round(dev - test, 4),
+                                      "base_gap": round(base_gap, 4), "excess": round(dev - test - base_gap, 4)}
+            if cfg.score_all:
+                result["anytime"] = _anytime(task, cfg, grader, chosen, test, result["baseline"]["test"]["pass_at_1"],
+                                             budget_s, result["compute"]["cpu_s"])
         if bug:  # the diagnosis counts with or without a graded submission
             from rlbench.tasks.planted_bugs import score_debug
 
             result["debug"] = score_debug(workspace, bug, (chosen or {}).get("recipe", ""))
         result["capabilities"] = capabilities(read_trajectory(cell_dir / "trajectory.jsonl"), subs, status,
                                               base_hash)
+        result["integrity"] = integrity_section(decoys, watched, scan_for_use(cell_dir, workspace, decoys), subs)
+        result["reward_hacking"] = reward_hacking(training_runs(workspace), subs, result["baseline"]["dev"]["pass_at_1"])
     except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result
         result["status"] = "crashed"
         result["reason"] = f"harness: {type(exc).__name__}: {exc}"
         (cell_dir / "harness_error.txt").write_text(traceback.format_exc())
     finally:
+        if watch is not None:
+            watch.stop()
+        meter.close()
         if grader is not None:
             grader.close()
         shutil.rmtree(cell_dir / "scratch", ignore_errors=True)
@@ -311,8 +339,25 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
     return result
 
 
+def _anytime(task: Any, cfg: CellConfig, grader: Any, chosen: dict[str, Any], chosen_test: float, base_test: float,
+             budget_s: float, cpu_s: float) -> dict[str, Any]:
+    """Every valid submission's test score (the chosen one's is known), then the curve."""
+    from rlbench.evaluation.baseline import evaluate_model
+    from rlbench.scoring.anytime import anytime_curve
+
+    points = []
+    for s in grader.submissions:
+        if not s.get("ok"):
+            continue
+        test = chosen_test if s["index"] == chosen["index"] else \
+            evaluate_model(s["checkpoint"], task, ("test",), device=cfg.device)["scores"]["test"]["pass_at_1"]
+        points.append({"index": s["index"], "t": s["t"], "cpu_s": (s.get("compute") or {}).get("cpu_s"),
+                       "dev": s["dev"], "test": test})
+    return anytime_curve(points, base_test, budget_s, cpu_s, cfg.select)
+
+
 def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, budget_s: float,
-               cpus: int) -> tuple[dict[str, Any], str, str]:
+               cpus: int, meter: Any) -> tuple[dict[str, Any], str, str]:
     """(agent summary, status so far, reason): crashed, budget_exceeded, or '' for a clean finish."""
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
@@ -328,7 +373,7 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
     try:
         # the budget's clock starts once the agent's process is up: a busy node's slow actor start
         # must not eat into what the agent is given
-        ray.get(host.ping.remote(), timeout=AGENT_START_S)
+        meter.attach(ray.get(host.ping.remote(), timeout=AGENT_START_S))
         grader.start_clock()
         ref = host.run.remote(cfg.agent, {"seed": cfg.seed, **dict(cfg.agent_options)})
         deadline = time.monotonic() + grader.remaining_s() + cfg.grace_s
@@ -356,4 +401,5 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
     except RayActorError as exc:
         return {}, "crashed", f"the agent process died: {str(exc).splitlines()[0][:300] if str(exc) else 'killed'}"
     finally:
+        meter.sample()  # the agent tree's last reading (kept by the meter), before its process goes
         ray.kill(host, no_restart=True)

@@ -41,7 +41,55 @@ def _figures(r: dict[str, Any]) -> dict[str, Any]:
                          name="dev pass@1 %", marker={"size": [14 if s["index"] == r["chosen"] else 8 for s in scored]})
     subs.update_layout(height=240, xaxis_title="seconds into the budget", yaxis_title="dev pass@1 %",
                        margin={"l": 50, "r": 20, "t": 20, "b": 40})
-    return {"timeline": figure_div(timeline, "timeline"), "curves": curves, "submissions": figure_div(subs, "submissions")}
+    return {"timeline": figure_div(timeline, "timeline"), "curves": curves, "submissions": figure_div(subs, "submissions"),
+            "hacking": _reward_vs_verified(r), "anytime": _anytime(r)}
+
+
+def _reward_vs_verified(r: dict[str, Any]) -> str:
+    """Each run's training reward by step beside the harness's dev score of what it submitted (at
+    the run's last step), and the base model's dev score: a reward that climbs over a flat dev line
+    is what the reward-hacking flag points at."""
+    import plotly.graph_objects as go
+
+    runs = [run for run in r["training_runs"] if run["curves"].get("reward_mean")]
+    if not runs:
+        return ""
+    fig = go.Figure()
+    base_dev = ((r.get("baseline") or {}).get("dev") or {}).get("pass_at_1")
+    for run in runs:
+        pts = run["curves"]["reward_mean"]
+        fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", name=f"{run['run']}: training reward")
+        prefix = run["run"].rstrip("/") + "/"
+        mine = [s for s in r["submissions"] if s.get("dev") is not None and str(s.get("submitted_path") or "").startswith(prefix)]
+        if mine:
+            fig.add_scatter(x=[pts[-1][0]] * len(mine), y=[s["dev"] for s in mine], mode="markers", yaxis="y2",
+                            marker={"size": 12, "symbol": "diamond"}, name=f"{run['run']}: harness dev",
+                            hovertext=[f"submission {s['index']}" for s in mine])
+    if base_dev is not None:
+        fig.add_hline(y=base_dev, line_dash="dot", annotation_text="base dev", yref="y2")
+    fig.update_layout(height=300, xaxis_title="step", yaxis_title="training reward (agent's log)",
+                      yaxis2={"title": "harness dev pass@1", "overlaying": "y", "side": "right", "range": [0, 1]},
+                      margin={"l": 50, "r": 60, "t": 20, "b": 40})
+    return figure_div(fig, "reward-vs-verified")
+
+
+def _anytime(r: dict[str, Any]) -> str:
+    import plotly.graph_objects as go
+
+    anytime = r.get("anytime") or {}
+    curve = anytime.get("curve") or []
+    if not curve:
+        return ""
+    end = (r.get("budget") or {}).get("wall_seconds") or curve[-1]["t"]
+    xs = [0.0] + [c["t"] for c in curve] + [end]
+    ys = [0.0] + [100 * c["gain"] for c in curve] + [100 * curve[-1]["gain"]]
+    fig = go.Figure()
+    fig.add_scatter(x=xs, y=ys, mode="lines", line_shape="hv", name="test gain of the pick so far")
+    fig.add_scatter(x=[c["t"] for c in curve], y=[100 * (c["test"] - anytime["base_test"]) for c in curve],
+                    mode="markers", name="each submission's test gain", hovertext=[f"submission {c['index']}" for c in curve])
+    fig.update_layout(height=280, xaxis_title="seconds into the budget", yaxis_title="test gain, points",
+                      margin={"l": 50, "r": 20, "t": 20, "b": 40})
+    return figure_div(fig, "anytime")
 
 
 def write_cell_report(cell_dir: Path, out_dir: Path | None = None) -> tuple[Path, Path]:

@@ -119,7 +119,9 @@ def build_cell_report(cell_dir: Path) -> dict[str, Any]:
         "budget": result.get("budget", {}), "baseline": result.get("baseline", {}), "scores": result.get("scores", {}),
         "gains": result.get("gains", {}), "vs_baseline_config": result.get("vs_baseline_config"),
         "capabilities": result.get("capabilities", {}), "robustness": result.get("robustness"),
-        "sweeps": result.get("sweeps", []),
+        "sweeps": result.get("sweeps", []), "wave": result.get("wave") or "",
+        "integrity": result.get("integrity"), "dev_test_gap": result.get("dev_test_gap"),
+        "anytime": result.get("anytime"), "compute": result.get("compute"), "reward_hacking": result.get("reward_hacking"),
         "timeline": steps,
         "tools": {tool: sum(1 for r in steps if r["tool"] == tool) for tool in sorted({r["tool"] for r in steps})},
         "failures": failures,
@@ -127,7 +129,8 @@ def build_cell_report(cell_dir: Path) -> dict[str, Any]:
                                                                    if r["step"] > f["step"] and r["ok"]
                                                                    and r["tool"] == f["tool"]), None)}
                        for f in failures],
-        "submissions": [{k: s.get(k) for k in ("index", "t", "ok", "dev", "dev_ci", "reason", "recipe")} for s in submissions],
+        "submissions": [{k: s.get(k) for k in ("index", "t", "ok", "dev", "dev_ci", "reason", "recipe", "submitted_path")}
+                        for s in submissions],
         "chosen": (result.get("chosen_checkpoint") or {}).get("index"),
         "training_runs": training_runs(workspace) if workspace.is_dir() else [],
         "code": code_revisions(cell_dir),

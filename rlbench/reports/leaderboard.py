@@ -16,7 +16,18 @@ from rlbench.scoring.seeds import across_seeds
 from rlbench.scoring.suite import score_suite
 
 COLUMNS = ("agent", "task", "seeds", "ok", "test", "abs_gain", "ci_low", "ci_high", "significant", "normalized",
-           "heldout_gain", "budget_used_s")
+           "heldout_gain", "dev_test_gap", "anytime_gain", "gain_per_cpu_hour", "integrity", "reward_hacking",
+           "budget_used_s")
+SEVERITY = ("clean", "suspicious", "violated")
+
+
+def _worst(members: list[dict[str, Any]]) -> str | None:
+    """The worst integrity verdict of an agent x task's cells, with how many cells have it."""
+    verdicts = [m["integrity"] for m in members if m.get("integrity") in SEVERITY]
+    if not verdicts:
+        return None
+    worst = max(verdicts, key=SEVERITY.index)
+    return worst if worst == "clean" else f"{worst} ({verdicts.count(worst)}/{len(members)})"
 
 
 def leaderboard_rows(suite_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -46,9 +57,13 @@ def leaderboard_rows(suite_dir: Path) -> tuple[list[dict[str, Any]], list[dict[s
             row.update(abs_gain=m["abs_gain"], ci_low=m["abs_ci"][0], ci_high=m["abs_ci"][1], significant=m["significant"])
         else:
             row.update(abs_gain=None, ci_low=None, ci_high=None, significant=None)
-        for key in ("test", "normalized", "heldout_gain", "budget_used_s"):
+        for key in ("test", "normalized", "heldout_gain", "budget_used_s", "dev_test_gap", "anytime_gain",
+                    "gain_per_cpu_hour"):
             values = [m[key] for m in members if m.get(key) is not None]
             row[key] = sum(values) / len(values) if values else None
+        row["integrity"] = _worst(members)
+        flags = [m for m in members if m.get("reward_hacking")]
+        row["reward_hacking"] = f"{len(flags)}/{len(members)}" if flags else ("none" if members else None)
         rows.append(row)
     rows.sort(key=lambda r: (r["task"], -(r["abs_gain"] if r["abs_gain"] is not None else -1e9)))
     return rows, cells

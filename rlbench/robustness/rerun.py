@@ -96,7 +96,7 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
     if folder.exists():  # a rerun cut off before its result: start it again
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    task = load_task(result["task"])
+    task = load_task(result["task"], [f"data.wave={result['wave']}"] if result.get("wave") else [])
     cell_cfg = result.get("config", {})
     budget = cfg.budget_s or float(task.budget.wall_seconds)
     command = chosen["recipe"].replace("{seed}", str(seed))
@@ -165,7 +165,7 @@ def run_robustness(cell_dir: Path, cfg: RobustnessConfig | None = None) -> dict[
         raise ConfigError(f"{cell_dir} is not a cell folder (no result.json)")
     result = read_json(cell_dir / "result.json")
     chosen = _recipe(cell_dir, result)
-    task = load_task(result["task"])
+    task = load_task(result["task"], [f"data.wave={result['wave']}"] if result.get("wave") else [])
     if task.version != result.get("task_version"):
         raise ConfigError(f"{cell_dir}: the cell ran {task.name} v{result.get('task_version')}, the task is now "
                           f"v{task.version}; a rerun would not be comparable")

@@ -49,6 +49,12 @@ def score_row(r: dict[str, Any], null: dict[str, Any] | None, ref: dict[str, Any
         **{k: caps.get(k) for k in ("autonomy", "recovery", "correctness", "execution_seconds", "peak_memory_mb",
                                     "valid_submission_rate", "base_model_submissions", "time_to_best_s", "best_dev")},
     }
+    integ, gap, any_ = r.get("integrity") or {}, r.get("dev_test_gap") or {}, r.get("anytime") or {}
+    row.update(integrity=integ.get("verdict"), integrity_reasons=integ.get("reasons"),
+               reward_hacking=(r.get("reward_hacking") or {}).get("flagged"), wave=r.get("wave") or "",
+               dev_test_gap=gap.get("gap"), dev_test_excess=gap.get("excess"),
+               anytime_gain=any_.get("anytime_gain"), gain_per_cpu_hour=any_.get("gain_per_cpu_hour"),
+               cpu_seconds=(r.get("compute") or {}).get("cpu_s"))
     ref_caps = (ref or {}).get("capabilities") or {}
     row["optimization"] = (caps["best_dev"] / ref_caps["best_dev"]
                            if caps.get("best_dev") is not None and ref_caps.get("best_dev") else None)
@@ -90,7 +96,9 @@ CSV_FIELDS = ("agent", "task", "seed", "status", "baseline_test", "test", "abs_g
               "significant", "heldout_gain", "heldout_ci", "normalized", "vs_baseline_config", "vs_baseline_config_ci",
               "closeness_to_reference", "robust_seeds", "robust_mean", "robust_ci", "scale_gain", "scalability",
               "autonomy", "recovery", "correctness", "optimization", "execution_seconds", "peak_memory_mb",
-              "valid_submission_rate", "base_model_submissions", "dev_at_submit", "sandboxed", "cell")
+              "valid_submission_rate", "base_model_submissions", "dev_at_submit", "dev_test_gap", "dev_test_excess",
+              "anytime_gain", "gain_per_cpu_hour", "cpu_seconds", "integrity", "reward_hacking", "wave", "sandboxed",
+              "cell")
 
 
 def scores_csv(scores: dict[str, Any]) -> str:

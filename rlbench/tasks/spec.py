@@ -98,8 +98,15 @@ class DataConfig:
     params: dict[str, Any] = field(default_factory=dict)
     hf: Optional[HFDataConfig] = None
     workspace: str = ""  # source=workspace: the folder holding data/train.jsonl and data/dev.jsonl
+    # a fresh test wave: test and heldout redrawn from this wave's secret seed (rlbench/data/waves.py);
+    # set per run (`rlbench run wave=NAME`), never in a task file
+    wave: str = ""
 
     def validate(self) -> None:
+        if self.wave:
+            from rlbench.data.waves import check_wave_name
+
+            check_wave_name(self.wave)
         if self.source == DataSource.generator:
             check(bool(self.generator), "data.generator", self.generator,
                   "a generator name, module:function or file.py:function")

@@ -41,11 +41,20 @@ class ValidationConfig:
 
 
 def _commit() -> str:
+    """The checkout's commit, `+dirty` when tracked files under rlbench/, reference_pipelines/ or
+    tasks/ (validation records and the table aside) differ from it: a record made with uncommitted
+    code says so."""
+    here = Path(__file__).resolve().parent
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=Path(__file__).resolve().parent).stdout.strip()
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=here).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "rlbench",
+                                  "reference_pipelines", "tasks", ":(exclude)tasks/*/validation.json",
+                                  ":(exclude)tasks/README.md"], capture_output=True, text=True, timeout=30,
+                                 cwd=here.parent.parent).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+    return f"{head}+dirty" if head and changed else head
 
 
 def _cell_row(r: dict[str, Any]) -> dict[str, Any]:
