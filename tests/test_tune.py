@@ -122,6 +122,10 @@ def test_sweeps_trust_the_harness_dev_score_and_asha_stops_weak_trials(tmp_path,
     assert (cell / "sweeps" / "001" / "trials.csv").read_text().count("\n") == 4
     assert (cell / "sweeps" / "001" / "tune").is_dir() and not (cell / "workspace" / "sweeps" / "001" / "tune").exists()
     assert r["sweeps"][0]["best"]["trial"] == first["best"]["trial"] and len(r["sweeps"]) == 2
+    # the trials' CPU seconds, measured in their workers, count as the agent's compute
+    assert first["cpu_s"] > 0 and r["sweeps"][0]["cpu_s"] == first["cpu_s"]
+    assert r["compute"]["sweep_cpu_s"] == pytest.approx(sum(s["cpu_s"] for s in r["sweeps"]), abs=0.05)
+    assert r["compute"]["cpu_s"] >= r["compute"]["sweep_cpu_s"]
     assert "fake_train.py" in r["chosen_checkpoint"]["recipe"] and "{seed}" in r["chosen_checkpoint"]["recipe"]
     trial_runs = list((cell / "wandb").rglob("offline-run-*"))  # every Tune trial, logged offline by Ray's callback
     assert len(trial_runs) >= 7, trial_runs

@@ -56,32 +56,37 @@ class TaskData:
         return [item["prompt"] for item in self.splits[split]]
 
 
+def draw_distinct(gen: Any, family: str, rng: random.Random, want: int, params: dict[str, Any], seen: set[str],
+                  id_prefix: str, too_few: str) -> list[dict[str, Any]]:
+    """`want` items from `gen` whose prompts are not in `seen` (which grows with them); `too_few`
+    is the error's start when the generator runs dry."""
+    items: list[dict[str, Any]] = []
+    attempts = 0
+    while len(items) < want:
+        attempts += 1
+        if attempts > 100 * want + 1000:
+            raise ConfigError(f"{too_few}: the generator gave only {len(items)} distinct new prompts in "
+                              f"{attempts} draws")
+        item = dict(gen(family, rng, dict(params)))
+        if item["prompt"] in seen:
+            continue
+        seen.add(item["prompt"])
+        item["answer"] = str(item["answer"])
+        item["id"] = f"{id_prefix}-{len(items):05d}"
+        items.append(item)
+    return items
+
+
 def generate_splits(task: TaskConfig, task_folder: Path | None = None) -> dict[str, list[dict[str, Any]]]:
     """Draw all four splits from the task's generator, rejecting any prompt already drawn."""
     gen = resolve_generator(task.data.generator, task_folder)
-    sizes = task.data.sizes
     seen: set[str] = set()
     out: dict[str, list[dict[str, Any]]] = {}
     for split in _DRAW_ORDER:
-        want = getattr(sizes, split)
-        rng = random.Random(f"{task.data.seed}:{split}")
-        items: list[dict[str, Any]] = []
-        attempts = 0
-        while len(items) < want:
-            attempts += 1
-            if attempts > 100 * want + 1000:
-                raise ConfigError(
-                    f"key 'data.sizes.{split}': value '{want}' is not reachable: the generator gave "
-                    f"only {len(items)} distinct new prompts in {attempts} draws; lower the size"
-                )
-            item = dict(gen(_FAMILY[split], rng, dict(task.data.params)))
-            if item["prompt"] in seen:
-                continue
-            seen.add(item["prompt"])
-            item["answer"] = str(item["answer"])
-            item["id"] = f"{split}-{len(items):05d}"
-            items.append(item)
-        out[split] = items
+        want = getattr(task.data.sizes, split)
+        out[split] = draw_distinct(gen, _FAMILY[split], random.Random(f"{task.data.seed}:{split}"), want,
+                                   task.data.params, seen, split,
+                                   f"key 'data.sizes.{split}': value '{want}' is not reachable (lower the size)")
     return {s: out[s] for s in SPLITS}
 
 

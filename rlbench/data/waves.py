@@ -20,6 +20,7 @@ from typing import Any
 
 from rlbench.config.core import ConfigError
 from rlbench.data.generators import resolve_generator
+from rlbench.data.splits import draw_distinct
 from rlbench.paths import hidden_root
 from rlbench.tasks.spec import DataSource, TaskConfig
 
@@ -61,21 +62,8 @@ def draw_wave(task: TaskConfig, standard: dict[str, list[dict[str, Any]]], name:
     seen = {it["prompt"] for items in standard.values() for it in items}
     out: dict[str, list[dict[str, Any]]] = {}
     for split in ("test", "heldout"):
-        want = len(standard[split])
-        rng = random.Random(f"{secret}:{task.name}:{split}")
-        items: list[dict[str, Any]] = []
-        attempts = 0
-        while len(items) < want:
-            attempts += 1
-            if attempts > 100 * want + 1000:
-                raise ConfigError(f"task {task.name}: the generator gave only {len(items)} prompts for wave "
-                                  f"'{name}' {split} that are new against the standard splits; it is too small for waves")
-            item = dict(gen(_FAMILY[split], rng, dict(task.data.params)))
-            if item["prompt"] in seen:
-                continue
-            seen.add(item["prompt"])
-            item["answer"] = str(item["answer"])
-            item["id"] = f"{split}-{name}-{len(items):05d}"
-            items.append(item)
-        out[split] = items
+        out[split] = draw_distinct(gen, _FAMILY[split], random.Random(f"{secret}:{task.name}:{split}"),
+                                   len(standard[split]), task.data.params, seen, f"{split}-{name}",
+                                   f"task {task.name}: wave '{name}' {split} is not reachable (the task is too small "
+                                   "for waves)")
     return out

@@ -244,7 +244,7 @@ class GradingServer:
                 self.recipes[str((self.workspace / best["checkpoint"]).resolve())] = best["command"]
             record = {"index": index, "path": path, "t": round(self.used_s(), 1), "time": utc_now(),
                       "ok": bool(reply.get("ok")), "best": best, "trials": len(reply.get("trials", [])),
-                      "seconds": reply.get("seconds"), "error": reply.get("error", "")}
+                      "seconds": reply.get("seconds"), "cpu_s": reply.get("cpu_s"), "error": reply.get("error", "")}
             self.sweeps.append(record)
             with open(self.cell_dir / "sweeps.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")

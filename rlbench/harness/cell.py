@@ -251,8 +251,10 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             return evaluate_model(path, task, ("dev",), device=cfg.device)["scores"]["dev"]
 
         def sweep(design_path: Path, index: int) -> dict[str, Any]:
-            return run_cell_sweep(cfg, cell_dir, workspace, design_path, index, grader.remaining_s(), task.budget.cpus,
-                                  lambda p: dev_score(p)["pass_at_1"])
+            summary = run_cell_sweep(cfg, cell_dir, workspace, design_path, index, grader.remaining_s(), task.budget.cpus,
+                                     lambda p: dev_score(p)["pass_at_1"])
+            meter.add_sweep(summary.get("cpu_s", 0.0))  # the trials' CPU is the agent's compute too
+            return summary
 
         grader = GradingServer(cell_dir, workspace, base_path, budget_s, task.budget.max_submissions, dev_score,
                                max_checkpoint_bytes=cfg.max_checkpoint_mb * 1024 ** 2,
@@ -286,7 +288,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         if grader.rewards is not None:
             result["reward_queries"] = grader.rewards.summary()
         if grader.sweeps:
-            result["sweeps"] = [{k: s.get(k) for k in ("index", "ok", "trials", "seconds", "best", "error")}
+            result["sweeps"] = [{k: s.get(k) for k in ("index", "ok", "trials", "seconds", "cpu_s", "best", "error")}
                                 for s in grader.sweeps]
         if chosen:
             info(f"cell {cell_dir.name}: scoring submission {chosen['index']} on test and heldout")

@@ -2,8 +2,8 @@
 
 CPU seconds are the agent process's own plus those of every command it ran and waited for (the
 sandbox's processes are its children), read with psutil from the driver, so an agent cannot
-under-report them. Sweeps run in Ray Tune's worker processes, outside that tree: their wall
-seconds and the CPUs their trials reserved are recorded with each sweep, not measured CPU time.
+under-report them; plus the CPU seconds of the sweeps the harness ran for it, which their Tune
+workers measure the same way (rlbench/tune/sweep.py) and the cell adds when a sweep ends.
 GPU seconds integrate NVML's utilisation of the node's devices (a device 50% busy for 10 s is 5
 GPU seconds); without NVML they are reported as absent, never as zero.
 """
@@ -19,6 +19,7 @@ class ComputeMeter:
     def __init__(self, gpu_interval_s: float = 1.0):
         self._proc: Any = None
         self._last_cpu = 0.0
+        self._sweep_cpu = 0.0
         self._gpu_s = 0.0
         self._gpu_handles: list[Any] = []
         self._stop = threading.Event()
@@ -66,8 +67,11 @@ class ComputeMeter:
                 pass
         return self._last_cpu
 
+    def add_sweep(self, cpu_s: float) -> None:
+        self._sweep_cpu += float(cpu_s or 0.0)
+
     def sample(self) -> dict[str, Any]:
-        return {"cpu_s": round(self.cpu_seconds(), 2),
+        return {"cpu_s": round(self.cpu_seconds() + self._sweep_cpu, 2), "sweep_cpu_s": round(self._sweep_cpu, 2),
                 "gpu_s": round(self._gpu_s, 2) if self._nvml is not None else None}
 
     def close(self) -> dict[str, Any]:

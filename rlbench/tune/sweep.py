@@ -141,11 +141,13 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         if left <= 5:
             raise RuntimeError("no time left in the sweep's budget for this trial")
         done: dict[str, Any] = {}
+        cpu = _TrialCPU(Path(spec["folder"]) / "cpu" / trial)
         runner = threading.Thread(target=lambda: done.update(r=sandbox.run(command, timeout=left)), daemon=True)
         runner.start()
         offset, last = 0, None
         while True:
             finished = not runner.is_alive()
+            cpu.poll(finished)
             records, offset = _read_new(steps, offset)
             for rec in records:
                 if "dev_greedy" in rec:
@@ -166,6 +168,53 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         mark.touch()
 
     return train
+
+
+class _TrialCPU:
+    """A trial's CPU seconds, measured in its Tune worker: the sandboxed command is this process's
+    child, so its time is read live from the process tree while it runs (a trial the scheduler
+    stops keeps its last reading) and from the reaped children's rusage once it ends. Written to
+    the harness's sweep folder, where `sweep_cpu_seconds` sums them."""
+
+    def __init__(self, path: Path):
+        import resource
+
+        self.path, self._resource = path, resource
+        self.start = self._reaped()
+        self.seconds = 0.0
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _reaped(self) -> float:
+        r = self._resource.getrusage(self._resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    def poll(self, finished: bool) -> None:
+        import psutil
+
+        if finished:
+            now = self._reaped() - self.start
+        else:
+            now = 0.0
+            for child in psutil.Process().children(recursive=True):
+                try:
+                    t = child.cpu_times()
+                    now += t.user + t.system + t.children_user + t.children_system
+                except psutil.Error:  # a process that ended between the listing and the reading
+                    continue
+        if now > self.seconds:
+            self.seconds = now
+            self.path.write_text(f"{now:.2f}")
+
+
+def sweep_cpu_seconds(folder: Path) -> float:
+    """The CPU seconds of a sweep's trials, as their workers measured them."""
+    total = 0.0
+    for f in (Path(folder) / "cpu").glob("*"):
+        try:
+            total += float(f.read_text() or 0)
+        except (OSError, ValueError):
+            continue
+    return round(total, 2)
 
 
 def _table(results: Any, job: SweepJob) -> list[dict[str, Any]]:
@@ -244,7 +293,7 @@ def run_sweep(job: SweepJob, dev_score: Callable[[str], float]) -> dict[str, Any
                          # the recipe of the best checkpoint: the robustness stage reruns it with other seeds
                          "command": trial_command(design, best["config"], "/workspace", f"{job.out_root}/{best['trial']}",
                                                   "{seed}", design.sweep.trial_cpus)} if best else None),
-               "seconds": round(time.monotonic() - started, 1)}
+               "seconds": round(time.monotonic() - started, 1), "cpu_s": sweep_cpu_seconds(job.folder)}
     if best is None:
         summary["error"] = "no trial finished with a checkpoint the harness could score"
     atomic_write_json(job.folder / "result.json", summary)
