@@ -178,6 +178,7 @@ def test_hostile_agents_are_caught_and_reported(tmp_path, ray_cluster):
 
     waved = _cell(tmp_path, "null", wave="cell-wave")
     assert waved["status"] == "ok" and waved["wave"] == "cell-wave"
+    assert waved["wave_overlap"] == {"test": 0.0, "heldout": 0.0}  # room for a wholly fresh draw
     on_wave = baseline(load_task(TINY, ["data.wave=cell-wave"]))["scores"]
     assert waved["baseline"]["test"]["pass_at_1"] == on_wave["test"]["pass_at_1"]
     assert waved["baseline"]["dev"] == clean["baseline"]["dev"]  # train and dev do not change with the wave
@@ -224,6 +225,25 @@ def test_waves_redraw_hidden_splits_only_and_keep_the_secret_hidden(tmp_path):
     assert again.fingerprints == waved.fingerprints  # stored, and stable
     other = prepare_data(load_task(TINY, ["data.wave=fresh-b"]), task_dir(TINY))
     assert other.fingerprints["test"] != waved.fingerprints["test"]
+    # a generator with a small prompt space (max_operand 20: 231 main prompts, 160 of them in the
+    # standard train, dev and test): the wave's test tops up from the standard
+    # hidden prompts, never from train or dev, and says how much it had to
+    from conftest import write_tiny_task
+    from rlbench.data.waves import wave_overlap
+    from rlbench.paths import tasks_root
+
+    spec = {"source": "generator", "generator": "arith", "seed": 0, "params": {"max_operand": 20},
+            "sizes": {"train": 60, "dev": 20, "test": 80, "heldout": 60}}
+    write_tiny_task(tasks_root(), "wave-small", data=spec)
+    small = load_task("wave-small", ["data.wave=fresh-a"])
+    std_small = prepare_data(load_task("wave-small"), task_dir("wave-small")).splits
+    wave_small = prepare_data(small, task_dir("wave-small")).splits
+    visible = {it["prompt"] for s in ("train", "dev") for it in std_small[s]}
+    assert len(wave_small["test"]) == 80 and not visible & {it["prompt"] for it in wave_small["test"]}
+    assert len({it["prompt"] for it in wave_small["test"]}) == 80
+    overlap = wave_overlap(small, task_dir("wave-small"))
+    assert overlap == {"test": round(9 / 80, 4), "heldout": 0.0}, overlap  # 71 fresh main prompts were left
+    assert wave_overlap(load_task(TINY, ["data.wave=fresh-a"]), task_dir(TINY)) == {"test": 0.0, "heldout": 0.0}
     secret = wave_secret("fresh-a")
     from rlbench.harness.workspace import public_task
 

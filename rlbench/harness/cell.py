@@ -236,6 +236,10 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         base_path = Path(resolve_model(task.model.base).location)
         base = baseline(task, device=cfg.device)
         result["baseline"] = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
+        if cfg.wave:
+            from rlbench.data.waves import wave_overlap
+
+            result["wave_overlap"] = wave_overlap(task, task_dir(task.name))
         bug = ""
         if task.debug.pipeline:  # the planted bug is the harness's record, outside the workspace
             from rlbench.tasks.planted_bugs import choose_bug

@@ -62,6 +62,23 @@ def shape_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str:
     return ""
 
 
+def _same_shapes(state: dict[str, Any], folder: Path) -> bool:
+    """From the safetensors headers alone (no weights read): every matrix of `state` is in the
+    folder's checkpoint with the same shape. A folder without safetensors files is loaded instead."""
+    from safetensors import safe_open
+
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        return not shape_mismatch(state, _load_state(folder))
+    shapes: dict[str, tuple[int, ...]] = {}
+    for f in files:
+        with safe_open(str(f), "pt") as fh:
+            shapes.update({k: tuple(fh.get_slice(k).get_shape()) for k in fh.keys()})
+    # a tied output head is saved once: only the names both hold are compared, and most must be
+    common = [k for k in state if k in shapes]
+    return len(common) >= len(state) // 2 and all(tuple(state[k].shape) == shapes[k] for k in common)
+
+
 def _load_state(path: Path) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM
@@ -82,10 +99,9 @@ def check_lineage(model: Any, base_model: Path, others: Iterable[tuple[str, Path
                               f"limit of {MAX_DRIFT}: a freshly initialised, retrained or swapped model, not the base "
                               "fine-tuned", drift)
     for name, folder in others:
-        other = _load_state(folder)
-        if shape_mismatch(sub, other):
-            continue
-        d = relative_distance(sub, other)
+        if not _same_shapes(sub, folder):
+            continue  # another architecture or size: it cannot be the submission's origin
+        d = relative_distance(sub, _load_state(folder))
         if d < drift:
             return Lineage(False, f"{PREFIX}the weights are closer to zoo model '{name}' ({d:.3f}) than to the assigned base "
                                   f"model ({drift:.3f}): a swapped model", drift, {"model": name, "distance": round(d, 5)})
