@@ -14,6 +14,7 @@ from the standard hidden prompts, and `wave_overlap` reports the share in each c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -46,10 +47,9 @@ def wave_secret(name: str) -> str:
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
         tmp.write_text(secrets.token_hex(16))
         os.chmod(tmp, 0o600)
-        try:
-            os.link(tmp, path)  # never replace a secret another process made first
-        except FileExistsError:
-            pass
+        try:  # a link never replaces a secret another process made first; theirs is the one read
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
         finally:
             tmp.unlink()
     return path.read_text().strip()

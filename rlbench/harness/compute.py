@@ -10,6 +10,7 @@ GPU seconds); without NVML they are reported as absent, never as zero.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -59,12 +60,12 @@ class ComputeMeter:
 
     def cpu_seconds(self) -> float:
         """The agent tree's CPU seconds so far; the last reading once the process is gone."""
+        import psutil
+
         if self._proc is not None:
-            try:
+            with contextlib.suppress(psutil.Error):  # the agent process ended: its last reading stands
                 t = self._proc.cpu_times()
                 self._last_cpu = t.user + t.system + t.children_user + t.children_system
-            except Exception:  # noqa: BLE001 - the agent process ended (psutil.NoSuchProcess)
-                pass
         return self._last_cpu
 
     def add_sweep(self, cpu_s: float) -> None:
