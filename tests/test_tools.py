@@ -186,3 +186,33 @@ def test_textgame_environment_answers_each_action(monkeypatch):
     c = out[0][0]
     assert c.text == f"{exit_};{moved}q;{moved}" and c.tool_calls == 2 and stay.endswith(">")
     assert c.tool_mask == [1, 1] + [0] * len(moved) + [1, 1] + [0] * len(moved)
+
+
+def test_calibration_plays_a_tool_corpus_by_its_rules(monkeypatch):
+    """A base model pretrained on game transcripts is calibrated with the game's 12 actions: with
+    generate's default of two calls an expert player lost every game (game-s read 0.0%)."""
+    from rlbench.data.generators import corpus_format, corpus_tool, resolve_generator
+    from rlbench.data.generators.textgame import best_action
+    from rlbench.envs.textgame import layout, parse_prompt, replay
+    from rlbench.models.pretrain import calibration_accuracy
+
+    tok = build_char_tokenizer(DEFAULT_ALPHABET)
+
+    def expert(model, tokenizer, prompts, *, n=1, **kw):  # knows every layout: plays the shortest way
+        out = []
+        for i, p in enumerate(prompts):
+            start = p.index(">") + 1
+            st, _ = replay(p[:start], p[start:], 12)
+            act = best_action(layout(*parse_prompt(p[:start])), st) + ";"
+            ids = tok(act, add_special_tokens=False)["input_ids"]
+            out.append([Completion(i, list(ids), act, []) for _ in range(n)])
+        return out
+
+    monkeypatch.setattr(hf_generate, "generate", expert)
+    gen = resolve_generator("textgame")
+    assert corpus_tool(gen) == {"tool": "textgame", "max_calls": 12}
+    assert corpus_tool(resolve_generator("arith")) == {}
+    items = [gen("main", random.Random(i), {}) for i in range(20)]
+    fmt = dict(zip(("reward", "max_new_tokens"), corpus_format(gen)))
+    assert calibration_accuracy(None, tok, items, **fmt, **corpus_tool(gen)) == 1.0
+    assert calibration_accuracy(None, tok, items, **fmt, tool="textgame", max_calls=2) < 0.5

@@ -81,10 +81,10 @@ def _batch(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> dict[str, to
 
 
 def calibration_accuracy(model, tokenizer, items: list[dict[str, Any]], max_new_tokens: int = 8,
-                         reward: str = "exact_int", tool: str = "") -> float:
+                         reward: str = "exact_int", tool: str = "", max_calls: int = 2) -> float:
     fn = get_reward(reward)
     outs = generate(model, tokenizer, [it["prompt"] for it in items], greedy=True,
-                    max_new_tokens=max_new_tokens, batch_size=256, tool=tool)
+                    max_new_tokens=max_new_tokens, batch_size=256, tool=tool, max_calls=max_calls)
     return sum(fn(o[0].text, it["answer"]) for o, it in zip(outs, items)) / max(len(items), 1)
 
 
@@ -115,7 +115,7 @@ def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> tuple[L
             bar.advance()
             if step % cfg.eval_every == 0 or step == cfg.max_steps:
                 acc = calibration_accuracy(model, tokenizer, calib, *reversed(corpus_format(corpus.gen)),
-                                           tool=corpus_tool(corpus.gen))
+                                           **corpus_tool(corpus.gen))
                 log.curve.append({"step": step, "loss": round(loss_ema, 4), "calib_greedy_acc": acc,
                                   "seconds": round(time.monotonic() - start, 1)})
                 bar.update(loss=f"{loss_ema:.3f}", acc=f"{acc:.3f}")

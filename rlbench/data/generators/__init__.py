@@ -38,12 +38,16 @@ def corpus_format(gen: Generator) -> tuple[str, int]:
     return getattr(module, "REWARD", "exact_int"), int(getattr(module, "MAX_NEW_TOKENS", 8))
 
 
-def corpus_tool(gen: Generator) -> str:
-    """The tool a generator's corpus traces call (its module's `TOOL`; empty: none), which the
-    calibration of a base model pretrained on it runs."""
+def corpus_tool(gen: Generator) -> dict[str, Any]:
+    """The tool a generator's corpus traces call (its module's `TOOL`) and how many calls a trace
+    may make (`MAX_CALLS`, default 2), as `generate` takes them: the calibration of a base model
+    pretrained on the corpus plays by the corpus's rules (a text game needs up to 12 actions; two
+    calls would make every game a loss). Empty for a corpus without a tool."""
     import sys
 
-    return str(getattr(sys.modules.get(getattr(gen, "__module__", ""), None), "TOOL", ""))
+    module = sys.modules.get(getattr(gen, "__module__", ""), None)
+    tool = str(getattr(module, "TOOL", ""))
+    return {"tool": tool, "max_calls": int(getattr(module, "MAX_CALLS", 2))} if tool else {}
 
 
 def resolve_generator(spec: str, task_folder: Path | None = None) -> Generator:

@@ -20,6 +20,7 @@ REWARD = "game_win"
 MAX_NEW_TOKENS = 110
 TOOL = "textgame"
 MAX_ACTIONS = 12
+MAX_CALLS = MAX_ACTIONS  # the environment answers every action
 DEFAULTS = {"explore": 0.4}
 
 
