@@ -115,6 +115,44 @@ def tasks_table(write: bool = typer.Option(False, "--write", help="Rewrite the t
         out.print(f"written: {tasks_root() / 'README.md'}", highlight=False)
 
 
+@tasks_app.command("waves")
+def tasks_waves(
+    name: str,
+    models: Optional[List[str]] = typer.Argument(None, help="model references or checkpoint folders (default: the base)"),
+    waves: str = typer.Option("standard,wave-a,wave-b", help="comma-separated wave names; `standard`: the task's own splits"),
+    splits: str = typer.Option("test,heldout", help="comma-separated hidden splits"),
+    device: str = typer.Option("cpu", help="cpu or cuda"),
+    output: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON here."),
+    quiet: bool = QuietOpt,
+) -> None:
+    """Score models on several test waves and check that the waves agree: each wave's score against
+    the first's, within the 95% interval of their difference. Exits 1 when a wave disagrees."""
+    from rlbench.evaluation.wave_compare import compare_waves
+    from rlbench.io import atomic_write_json
+    from rlbench.tasks.registry import load_task
+
+    set_quiet(quiet)
+    try:
+        task = load_task(name)
+        result = compare_waves(task, models or [task.model.base], [w for w in waves.split(",") if w],
+                               [s for s in splits.split(",") if s], device=device)
+    except ConfigError as exc:
+        _fail(exc)
+    table = Table(title=f"{name}: test waves compared (pass@1 %, 95% CI; difference against {result['waves'][0]})")
+    for col in ("model", "split", "wave", "score", "95% CI", f"on {result['waves'][0]}", "difference", "±95%", "agree"):
+        table.add_column(col, justify="left" if col in ("model", "split", "wave") else "right")
+    for r in result["rows"]:
+        table.add_row(r["model"], r["split"], r["wave"], _pct(r["score"]), f"[{_pct(r['ci'][0])}, {_pct(r['ci'][1])}]",
+                      _pct(r["against_score"]), f"{100 * r['diff']:+.1f}", f"{100 * r['diff_halfwidth']:.1f}",
+                      "[green]yes[/]" if r["agree"] else "[red]no[/]")
+    out.print(table)
+    if output is not None:
+        atomic_write_json(output, result)
+        out.print(f"written: {output}", highlight=False)
+    if not result["agree"]:
+        raise typer.Exit(1)
+
+
 @tasks_app.command("show")
 def tasks_show(name: str, overrides: Optional[List[str]] = OverridesArg) -> None:
     """The resolved task config (after overrides) and the description the agent reads."""

@@ -256,10 +256,13 @@ def test_waves_redraw_hidden_splits_only_and_keep_the_secret_hidden(tmp_path):
 
 def test_two_waves_score_the_base_and_a_trained_model_alike(tmp_path):
     """Same generator, same difficulty: on two waves the base model and a reference-GRPO model
-    score within the 95% interval of their difference (independent splits)."""
-    import math
+    score within the 95% interval of their difference (independent splits), which is what
+    `rlbench tasks waves` checks on a real task."""
+    from typer.testing import CliRunner
 
-    from rlbench.evaluation.baseline import evaluate_model
+    from rlbench.cli import app
+    from rlbench.config.core import ConfigError
+    from rlbench.evaluation.wave_compare import compare_waves
     from rlbench.tasks.registry import load_task
     from reference_pipelines.registry import load_pipeline_config, run_pipeline
 
@@ -269,13 +272,20 @@ def test_two_waves_score_the_base_and_a_trained_model_alike(tmp_path):
     cfg = load_pipeline_config("grpo", ["task=arith-tiny", "model=arith-tiny", "num_threads=1", "steps=40",
                                         "batch_prompts=8", "group_size=4", "eval_every=0", f"out={out}"])
     trained = run_pipeline("grpo", cfg)["checkpoint"]
-    for model in (TINY, trained):
-        a, b = (evaluate_model(model, load_task(TINY, [f"data.wave={w}"]), ("test", "heldout"))["scores"]
-                for w in ("cmp-1", "cmp-2"))
-        for split in ("test", "heldout"):
-            sa, sb = a[split], b[split]
-            half = math.hypot((sa["ci_high"] - sa["ci_low"]) / 2, (sb["ci_high"] - sb["ci_low"]) / 2)
-            assert abs(sa["pass_at_1"] - sb["pass_at_1"]) <= half, (model, split, sa["pass_at_1"], sb["pass_at_1"], half)
+    result = compare_waves(load_task(TINY), [TINY, trained], ["cmp-1", "cmp-2"])
+    assert len(result["rows"]) == 4 and result["agree"], result["rows"]
+    assert {r["model"] for r in result["rows"]} == {TINY, trained}
+    for r in result["rows"]:
+        assert r["against"] == "cmp-1" and abs(r["diff"]) <= r["diff_halfwidth"]
+    with pytest.raises(ConfigError, match="two or more distinct"):
+        compare_waves(load_task(TINY), [TINY], ["cmp-1", "cmp-1"])
+    # the command: the base on the standard split and a wave (the scores are cached by now for cmp-1)
+    res = CliRunner().invoke(app, ["tasks", "waves", TINY, "--waves", "cmp-1,cmp-2", "--splits", "test",
+                                   "--out", str(tmp_path / "waves.json"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "agree" in res.output and json.loads((tmp_path / "waves.json").read_text())["agree"] is True
+    bad = CliRunner().invoke(app, ["tasks", "waves", TINY, "--waves", "../x,cmp-1", "--quiet"])
+    assert bad.exit_code == 2 and "wave name" in bad.output
 
 
 # reward hacking and score against compute -----------------------------------------------------
