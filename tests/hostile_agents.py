@@ -5,6 +5,7 @@ this folder on the Ray workers' PYTHONPATH)."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -78,10 +79,21 @@ class Sleeper(Agent):
 
 
 class Slow(Agent):
-    """Not hostile: submits the base model after a pause, so a test can stop a suite mid-cell."""
+    """Not hostile: submits the base model after a pause, so a test can stop a suite mid-cell.
+
+    With RLBENCH_TEST_SLOW_GATE set to a folder, the first cell to get here pauses 4 s and every
+    other cell 30 s: cells that run side by side would otherwise finish together, leaving no cell
+    surely mid-run when the test kills the driver."""
 
     def run(self, description: str, tools: Any) -> None:
-        tools.exec("sleep 4")
+        pause = 4
+        gate = os.environ.get("RLBENCH_TEST_SLOW_GATE")
+        if gate:
+            try:
+                os.close(os.open(os.path.join(gate, "first"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pause = 30
+        tools.exec(f"sleep {pause}", timeout=pause + 30)
         tools.submit("model")
 
 

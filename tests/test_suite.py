@@ -43,8 +43,11 @@ def test_suite_killed_mid_run_resumes_to_the_same_table(tmp_path):
     most = max(sum(1 for b in spans if b[0] <= a[0] < b[1]) for a in spans)
     assert most <= max(1, os.cpu_count() or 1), spans
 
+    gate = tmp_path / "gate"  # the first cell pauses 4 s, the others 30 s: one is surely mid-run at the kill
+    gate.mkdir()
     driver = subprocess.Popen(rlbench_cmd() + _suite_args(tmp_path, "killed"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                              stderr=subprocess.DEVNULL, env={**env, "RLBENCH_TEST_SLOW_GATE": str(gate)},
+                              start_new_session=True)
     cells = tmp_path / "suites" / "killed" / "cells"
 
     def statuses() -> dict[str, str]:
