@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import write_tiny_task
-from rlbench.agents.reference import FIX_PY, PROBE_PY
+from rlbench.agents.reference import PROBE_PY, restore
 from rlbench.sandbox.runner import bwrap_path
-from rlbench.tasks.planted_bugs import (BUGS, DIAGNOSIS_FILE, PIPELINE_DIR, check_bugs, choose_bug, names_kind,
-                                        plant, reference_sources, score_debug)
+from rlbench.tasks.planted_bugs import (BUGS, DIAGNOSIS_FILE, PIPELINE_DIR, check_bugs, choose_bug, hidden_from_agent,
+                                        names_kind, plant, reference_sources, score_debug)
 
 
 def _run_script(folder: Path, code: str, *args: str) -> str:
@@ -64,14 +64,67 @@ def test_reference_probes_find_exactly_the_planted_bug_and_fix_restores_it(tmp_p
     diagnosis = found[0][1]
     assert names_kind(diagnosis, kind), diagnosis
     assert [k for k in BUGS if k != kind and names_kind(diagnosis, k)] == [], diagnosis
-    printed = _run_script(ws, FIX_PY, BUGS[kind].file)
-    assert BUGS[kind].new.split("(")[0].strip() in printed or "->" in printed
     good = reference_sources()
+    path = ws / PIPELINE_DIR / BUGS[kind].file
+    fixed, changes = restore(path.read_text(), good[BUGS[kind].file])
+    assert len(changes) == 1, changes
+    was, now = changes[0].split("  ->  ")
+    assert BUGS[kind].new in was and BUGS[kind].old in now, changes
+    path.write_text(fixed)
     for name in ("loss.py", "train.py"):
         assert (ws / PIPELINE_DIR / name).read_text() == good[name], name
     (ws / DIAGNOSIS_FILE).write_text(f"# Diagnosis\n\n- {diagnosis}\n")
     scored = score_debug(ws, kind, "python -m pipeline.train task=. out=runs/a seed={seed}")
     assert scored["named"] and scored["diagnosed"] and scored["snippet_removed"] and scored["recipe_uses_pipeline"]
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
+def test_debug_sandbox_hides_the_bug_table_and_the_working_pipeline(tmp_path):
+    """Inside a debug cell's sandbox the planted-bug table (its source and its compiled copy) and
+    the reference GRPO folder read empty, while the workspace's pipeline, the other reference
+    pipelines and the SDK still work: the probes run there and find the bug."""
+    import py_compile
+
+    import rlbench.tasks.planted_bugs as planted
+    from rlbench.harness.workspace import give_tree_to_sandbox
+    from rlbench.sandbox import Sandbox, SandboxConfig
+
+    pyc = Path(py_compile.compile(planted.__file__, doraise=True))  # what an import on the host leaves
+    assert "3e-9" in pyc.read_bytes().decode("latin-1")
+    ws = tmp_path / "ws"
+    plant(ws, "kl_sign")
+    (ws / "probe.py").write_text(PROBE_PY)
+    give_tree_to_sandbox(ws)
+    hide = hidden_from_agent("grpo")
+    sb = Sandbox(ws, SandboxConfig(hide=hide), cell_budget_s=120)
+    look = f"""
+import importlib, json, os
+out = {{"table": os.path.getsize({planted.__file__!r}), "pyc": os.path.getsize({str(pyc)!r}),
+       "grpo": os.listdir({hide[1]!r}), "ppo": os.path.getsize({str(Path(hide[1]).parent / "ppo" / "loss.py")!r})}}
+for name in ("reference_pipelines.grpo.loss", "rlbench.tasks.planted_bugs"):
+    try:
+        out[name] = sorted(k for k in vars(importlib.import_module(name)) if not k.startswith("__"))
+    except ImportError as exc:
+        out[name] = type(exc).__name__
+import rlbench.sdk, rlbench.harness.workspace, reference_pipelines.common
+print(json.dumps(out))
+"""
+    (ws / "look.py").write_text(look)
+    r = sb.run("python look.py", timeout=60)
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    assert seen["table"] == 0 and seen["pyc"] == 0 and seen["grpo"] == [] and seen["ppo"] > 0, seen
+    assert seen["reference_pipelines.grpo.loss"] == seen["rlbench.tasks.planted_bugs"] == "ModuleNotFoundError", seen
+    r = sb.run("python probe.py", timeout=120)
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(found) == 1 and names_kind(found[0][1], "kl_sign"), found
+    open_box = Sandbox(ws, SandboxConfig(), cell_budget_s=60).run("python look.py", timeout=60)
+    assert json.loads(open_box.stdout.strip().splitlines()[-1])["table"] > 0  # the check can tell the difference
+    from rlbench.config.core import ConfigError
+
+    with pytest.raises(ConfigError, match="sandbox.hide"):
+        SandboxConfig(hide=["relative/path"]).validate()
 
 
 def test_diagnosis_scoring_refuses_guesses_and_silence(tmp_path):
@@ -134,3 +187,4 @@ def test_debug_cell_end_to_end(tmp_path, ray_cluster, session_tasks):
     assert r["debug"]["bug"] == "missing_detach" and r["debug"]["diagnosed"], r["debug"]
     assert r["debug"]["snippet_removed"] and r["debug"]["recipe_uses_pipeline"], r["debug"]
     assert "pipeline.train" in r["chosen_checkpoint"]["recipe"]
+    assert set(hidden_from_agent("grpo")) <= set(r["config"]["limits"]["hide"])  # the agent's sandbox hid them

@@ -18,13 +18,15 @@ intervals combined, as the test gain.
 
 On a debug task (the workspace holds `pipeline/`) it probes the given pipeline: the loss functions
 on inputs whose right answer is known, the training loop's source for what such a check cannot
-see. What a probe finds broken it restores line by line from reference GRPO (which it knows, as
-any agent in the sandbox could), writes the findings to DIAGNOSIS.md, and trains with the fixed
-pipeline.
+see. In each file where a probe finds something broken it restores, through read and write, the
+lines that differ from reference GRPO as it knows it (an engineer's knowledge: the sandbox hides
+the harness's copy from every agent's commands), writes the findings to DIAGNOSIS.md, and trains
+with the fixed pipeline.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Any
 
@@ -115,26 +117,18 @@ if not re.search(r"batch_rewards\([^\n]*c\.text", src):
 print(json.dumps(found))
 '''
 
-FIX_PY = r'''"""Restore the lines of the given pipeline's files that differ from reference GRPO (written by the
-reference agent): only replaced lines; lines the workspace adds (its __main__ block) stay."""
-import difflib
-import sys
-from pathlib import Path
-
-import reference_pipelines.grpo as ref
-
-for name in sys.argv[1:]:
-    good = (Path(ref.__file__).parent / name).read_text()
-    good = good.replace("reference_pipelines.grpo.loss", "pipeline.loss").splitlines(keepends=True)
-    path = Path("pipeline") / name
-    have = path.read_text().splitlines(keepends=True)
-    out = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=have, b=good, autojunk=False).get_opcodes():
-        out += good[j1:j2] if op == "replace" else have[i1:i2]
+def restore(have: str, good: str) -> tuple[str, list[str]]:
+    """`have` with the lines it replaced from `good` put back; lines `have` only adds or drops stay
+    as they are (the workspace's own __main__ block). Also returns each change as `old  ->  new`."""
+    a, b = have.splitlines(keepends=True), good.splitlines(keepends=True)
+    out: list[str] = []
+    changes: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        out += b[j1:j2] if op == "replace" else a[i1:i2]
         if op == "replace":
-            print(f"{path}: {''.join(have[i1:i2]).strip()}  ->  {''.join(good[j1:j2]).strip()}")
-    path.write_text("".join(out))
-'''
+            changes.append(f"{''.join(a[i1:i2]).strip()}  ->  {''.join(b[j1:j2]).strip()}")
+    return "".join(out), changes
+
 
 # what the reference agent searches on an optimize task (GRPO settings known to matter on arith)
 SEARCH_SPACE: dict[str, Any] = {
@@ -167,10 +161,19 @@ class ReferenceAgent(Agent):
             found = []
         lines = ["# Diagnosis", ""]
         if found:
-            tools.write("fix.py", FIX_PY)
-            fix = tools.exec("python fix.py " + " ".join(sorted({f for f, _ in found})), timeout=120)
+            from rlbench.tasks.planted_bugs import reference_sources  # GRPO as this agent knows it
+
+            known = reference_sources(task["debug"]["pipeline"])
+            changes = []
+            for name in sorted({f for f, _ in found}):
+                have = tools.read(f"pipeline/{name}").get("content")
+                if have is None:
+                    continue
+                fixed, changed = restore(have, known[name])
+                tools.write(f"pipeline/{name}", fixed)
+                changes += [f"pipeline/{name}: {c}" for c in changed]
             lines += [f"- `pipeline/{f}`: {text}" for f, text in found]
-            lines += ["", "Fixed by restoring these lines from reference GRPO:", "", "```", fix.get("stdout", "").strip(), "```"]
+            lines += ["", "Fixed by restoring these lines from reference GRPO:", "", "```", *changes, "```"]
         else:
             lines.append("The probes found nothing wrong; the pipeline was trained as given.")
         tools.write("DIAGNOSIS.md", "\n".join(lines) + "\n")

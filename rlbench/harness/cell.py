@@ -208,6 +208,10 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
     if cfg.sandbox == "bwrap":
         require_bwrap()  # refuse before anything exists, never run open
     task = load_task(cfg.task, [f"data.wave={cfg.wave}"] if cfg.wave else [])
+    if task.debug.pipeline:  # the bug table and the working pipeline would give the bug away
+        from rlbench.tasks.planted_bugs import hidden_from_agent
+
+        cfg.limits.hide = sorted({*cfg.limits.hide, *hidden_from_agent(task.debug.pipeline)})
     budget_s = cfg.budget_s or float(task.budget.wall_seconds)
     if cfg.cell_dir:
         cell_dir = Path(cfg.cell_dir)

@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rlbench.config.core import load_config, to_dict
-from rlbench.tasks.planted_bugs import RUN_COMMAND
 from rlbench.tasks.spec import TaskConfig
 
 SANDBOX_UID = 65534
+# a debug task's workspace (rlbench/tasks/planted_bugs.py, which the agent's sandbox hides)
+PIPELINE_DIR = "pipeline"
+DIAGNOSIS_FILE = "DIAGNOSIS.md"
+RUN_COMMAND = "python -m pipeline.train task=. out=runs/fixed seed=0"
 GRADE_SCRIPT = """#!/usr/bin/env python
 \"\"\"Grading client: `./grade submit CHECKPOINT_DIR` or `./grade status`.\"\"\"
 from rlbench.grading.client import main

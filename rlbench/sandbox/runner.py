@@ -56,9 +56,12 @@ class SandboxConfig:
     output_bytes: int = 20_000  # stdout/stderr kept per call (head and tail)
     disk_poll_s: float = 1.0
     extra_env: dict[str, str] = field(default_factory=dict)
+    hide: list[str] = field(default_factory=list)  # host paths shown empty inside (bwrap only)
 
     def validate(self) -> None:
         check(self.mode in ("bwrap", "none"), "sandbox.mode", self.mode, "bwrap, none")
+        for path in self.hide:
+            check(Path(path).is_absolute() and Path(path).exists(), "sandbox.hide", path, "an existing absolute path")
         check(self.memory_gb > 0, "sandbox.memory_gb", self.memory_gb, "> 0")
         check(self.max_processes >= 16, "sandbox.max_processes", self.max_processes, ">= 16")
         check(self.disk_gb > 0, "sandbox.disk_gb", self.disk_gb, "> 0")
@@ -142,6 +145,23 @@ def _project_mounts() -> list[Path]:
     return out
 
 
+def _hide_args(paths: Sequence[str]) -> list[str]:
+    """bwrap arguments that mount an empty tmpfs over each folder and /dev/null over each file of
+    `paths`, and over a file's compiled copies in `__pycache__` (a .pyc holds every string of its
+    source). Built at each command, so a .pyc written since the last one is covered too."""
+    args: list[str] = []
+    for raw in paths:
+        p = Path(raw).resolve()
+        if p.is_dir():
+            args += ["--tmpfs", str(p)]
+        elif p.is_file():
+            args += ["--ro-bind", "/dev/null", str(p)]
+            if p.suffix == ".py":
+                args += [a for pyc in sorted((p.parent / "__pycache__").glob(f"{p.stem}.*.pyc"))
+                         for a in ("--ro-bind", "/dev/null", str(pyc))]
+    return args
+
+
 class Sandbox:
     """Runs commands for one cell. `workspace` is the host folder the agent may write."""
 
@@ -221,6 +241,7 @@ class Sandbox:
 
         for p in _project_mounts():
             args += parents(str(p)) + ["--ro-bind", str(p), str(p)]
+        args += _hide_args(self.cfg.hide)
         args += ["--bind", str(self.workspace), INSIDE_WORKSPACE]
         if self.grader_socket is not None:
             args += parents(INSIDE_GRADER) + ["--bind", str(self.grader_socket), INSIDE_GRADER]

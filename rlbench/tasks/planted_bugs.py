@@ -4,8 +4,10 @@ agent's fix and diagnosis.
 The workspace gets `pipeline/` (loss.py, train.py: the reference GRPO's own files, imports made
 local, runnable as `python -m pipeline.train task=. out=DIR seed=N`) with one bug from `BUGS`
 planted by a text substitution. Which bug a cell gets depends on the task, the seed and a secret
-kept in the harness's hidden root, so an agent that reads rlbench's source in its sandbox still
-cannot tell which one it has. The bug is recorded in the cell folder, never in the workspace.
+kept in the harness's hidden root. The bug is recorded in the cell folder, never in the workspace.
+The sandbox of a debug cell shows this module and the pipeline it copies as empty
+(`hidden_from_agent`): with the table of substitutions, or the working files to diff against, the
+bug would be found by a text search, not by debugging.
 
 Scoring, beside the usual test gain of the chosen submission:
 - `named`: the agent's `DIAGNOSIS.md` names the bug: some one sentence of it matches every pattern
@@ -26,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlbench.harness.workspace import DIAGNOSIS_FILE, PIPELINE_DIR, RUN_COMMAND
 from rlbench.paths import hidden_root, repo_root
 
-PIPELINE_DIR = "pipeline"
-DIAGNOSIS_FILE = "DIAGNOSIS.md"
-RUN_COMMAND = "python -m pipeline.train task=. out=runs/fixed seed=0"
+__all__ = ["BUGS", "DIAGNOSIS_FILE", "PIPELINE_DIR", "RUN_COMMAND", "check_bugs", "choose_bug", "hidden_from_agent",
+           "names_kind", "plant", "reference_sources", "score_debug"]
 
 MAIN_BLOCK = '''
 
@@ -103,6 +105,14 @@ def reference_sources(pipeline: str = "grpo") -> dict[str, str]:
     if "from pipeline.loss import" not in train:
         raise RuntimeError("reference_pipelines/grpo/train.py no longer imports its loss as expected")
     return {"__init__.py": "", "loss.py": loss, "train.py": train.rstrip("\n") + "\n" + MAIN_BLOCK}
+
+
+def hidden_from_agent(pipeline: str = "grpo") -> list[str]:
+    """What a debug cell's sandbox shows empty (SandboxConfig.hide): this module, whose table
+    holds every planted line, and the reference pipeline the workspace's copy was made from. The
+    sandbox never needs either: the workspace's pipeline imports only `reference_pipelines.common`
+    and rlbench's engines, and the SDK the constants above, which live in rlbench.harness.workspace."""
+    return [str(Path(__file__).resolve()), str(repo_root() / "reference_pipelines" / pipeline)]
 
 
 def check_bugs(pipeline: str = "grpo") -> None:
