@@ -154,6 +154,9 @@ def test_null_cell_scores_zero_gain_and_records_everything(tmp_path, ray_cluster
     assert r["status"] == "ok" and r["sandboxed"] is True, r
     assert r["gains"]["test"]["abs"] == 0 and r["gains"]["heldout"]["abs"] == 0
     assert r["scores"]["test"]["pass_at_1"] == r["baseline"]["test"]["pass_at_1"]
+    from rlbench.models.zoo import resolve_model, weights_hash
+
+    assert r["base_model"] == {"name": TINY, "weights_hash": weights_hash(Path(resolve_model(TINY).location))}
     cell = Path(r["cell_dir"])
     saved = json.loads((cell / "result.json").read_text())
     assert saved["status"] == "ok" and saved["submissions"]["valid"] == 1

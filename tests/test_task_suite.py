@@ -95,6 +95,10 @@ def test_validation_verdicts():
     dbg = [_row("reference", s, 0.1, 0.2, debug={"bug": b, "diagnosed": d, "snippet_removed": True})
            for s, (b, d) in enumerate([("lr_off", True), ("kl_sign", False), ("advantage_sign", True)])]
     assert _own_score(dbg) == "diagnosed 2/3, fixed 3/3 (lr_off, kl_sign, advantage_sign)"
+    from rlbench.tasks.validation import _base_build
+
+    assert _base_build({"base_model": {"name": "arith-s", "weights_hashes": ["88ad11524a9be9b3"]}}) == "; base arith-s 88ad1152"
+    assert _base_build({"commit": "a478c1f"}) == ""  # a record made before builds were kept
 
 
 def test_batch_rewards_go_through_the_grading_server(tmp_path, monkeypatch):

@@ -240,6 +240,8 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         base_path = Path(resolve_model(task.model.base).location)
         base = baseline(task, device=cfg.device)
         result["baseline"] = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
+        # zoo builds stop at a calibration target, so another machine's build of the same recipe may differ
+        result["base_model"] = {"name": task.model.base, "weights_hash": base.get("weights_hash")}
         if cfg.wave:
             from rlbench.data.waves import wave_overlap
 

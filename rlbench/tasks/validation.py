@@ -64,6 +64,7 @@ def _cell_row(r: dict[str, Any]) -> dict[str, Any]:
         "agent": r.get("agent"), "seed": r.get("seed"), "status": r.get("status"), "reason": r.get("reason", "")[:300],
         "cell_seconds": r.get("cell_seconds"), "cell": r.get("cell"),
         "base_test": ((r.get("baseline") or {}).get("test") or {}).get("pass_at_1"),
+        "base_weights": (r.get("base_model") or {}).get("weights_hash"),
         "test_score": ((r.get("scores") or {}).get("test") or {}).get("pass_at_1"),
         "test_gain": test.get("abs"), "test_ci": [test.get("ci_low"), test.get("ci_high")] if test else None,
         "heldout_gain": held.get("abs"), "heldout_ci": [held.get("ci_low"), held.get("ci_high")] if held else None,
@@ -135,6 +136,9 @@ def validate_task(name: str, cfg: ValidationConfig | None = None) -> dict[str, A
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "command": f"rlbench tasks validate {name} seeds={cfg.seeds}", "suite": str(suite_dir),
         "seconds": round(time.monotonic() - t0, 1), **verdict, "cells": rows,
+        # which build of the base the numbers are about: a zoo build is exact for its machine only
+        "base_model": {"name": task.model.base,
+                       "weights_hashes": sorted({r["base_weights"] for r in rows if r.get("base_weights")})},
     }
     if cfg.write:
         atomic_write_json(task_dir(name) / VALIDATION_FILE, record)
@@ -182,8 +186,16 @@ def table_markdown(tasks: list[Any], validations: dict[str, dict[str, Any]]) -> 
         verdict = "passed" if v["passed"] else "failed: " + ", ".join(k for k, c in v["checks"].items() if not c["ok"])
         lines.append(head + f"{'-' if base is None else f'{100 * base:.1f}'} | {null_txt} | {ref_txt} | "
                      f"{_pts(_mean([r.get('heldout_gain') for r in ref]))} | {own} | "
-                     f"{v['checks']['fits_budget']['longest_s']:.0f} s | {verdict} ({v['validated'][:10]}, {v['commit']}) |")
+                     f"{v['checks']['fits_budget']['longest_s']:.0f} s | {verdict} ({v['validated'][:10]}, {v['commit']}"
+                     f"{_base_build(v)}) |")
     return "\n".join(lines)
+
+
+def _base_build(v: dict[str, Any]) -> str:
+    """`; base NAME HASH`: the build of the base model the row measured (records made before it was
+    kept have none)."""
+    b = v.get("base_model") or {}
+    return f"; base {b['name']} {', '.join(h[:8] for h in b['weights_hashes'])}" if b.get("weights_hashes") else ""
 
 
 def _own_score(ref: list[dict[str, Any]]) -> str:
