@@ -141,11 +141,17 @@ def tasks_waves(
     table = Table(title=f"{name}: test waves compared (pass@1 %, 95% CI; difference against {result['waves'][0]})")
     for col in ("model", "split", "wave", "score", "95% CI", f"on {result['waves'][0]}", "difference", "±95%", "agree"):
         table.add_column(col, justify="left" if col in ("model", "split", "wave") else "right")
+    labels = {m: m if len(m) <= 40 else "…/" + "/".join(Path(m).parts[-3:]) for m in result["models"]}
+    if len(set(labels.values())) < len(labels):  # two checkpoints end alike: whole paths
+        labels = {m: m for m in labels}
     for r in result["rows"]:
-        table.add_row(r["model"], r["split"], r["wave"], _pct(r["score"]), f"[{_pct(r['ci'][0])}, {_pct(r['ci'][1])}]",
+        table.add_row(labels[r["model"]], r["split"], r["wave"], _pct(r["score"]), f"[{_pct(r['ci'][0])}, {_pct(r['ci'][1])}]",
                       _pct(r["against_score"]), f"{100 * r['diff']:+.1f}", f"{100 * r['diff_halfwidth']:.1f}",
                       "[green]yes[/]" if r["agree"] else "[red]no[/]")
     out.print(table)
+    for model, label in labels.items():  # a checkpoint's whole path, once, below the table
+        if label != model:
+            out.print(f"{label} = {model}", highlight=False, soft_wrap=True)
     if output is not None:
         atomic_write_json(output, result)
         out.print(f"written: {output}", highlight=False)

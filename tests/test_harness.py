@@ -208,6 +208,21 @@ def test_bad_submissions_are_refused_with_reasons(tmp_path, ray_cluster):
 
 
 @needs_bwrap
+def test_progress_line_names_the_call_in_flight(tmp_path, ray_cluster, monkeypatch):
+    """While a long command runs, the heartbeat says which one and for how long; the marker is
+    gone once it returns."""
+    import rlbench.harness.cell as cell
+
+    lines: list[str] = []
+    monkeypatch.setattr(cell, "info", lambda msg, *a, **k: lines.append(str(msg)))
+    r = _cell(tmp_path, "hostile_agents:Slow", heartbeat_s=1.0)
+    assert r["status"] == "ok", r
+    beats = [line for line in lines if "tool calls" in line]
+    assert any("running exec for " in line and ": sleep 4" in line for line in beats), beats
+    assert not (Path(r["cell_dir"]) / "running.json").exists()
+
+
+@needs_bwrap
 def test_budget_overrun_and_stubborn_agent(tmp_path, ray_cluster):
     t0 = time.monotonic()
     r = _cell(tmp_path, "hostile_agents:Overrunner", budget_s=6)

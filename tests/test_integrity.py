@@ -280,10 +280,12 @@ def test_two_waves_score_the_base_and_a_trained_model_alike(tmp_path):
     with pytest.raises(ConfigError, match="two or more distinct"):
         compare_waves(load_task(TINY), [TINY], ["cmp-1", "cmp-1"])
     # the command: the base on the standard split and a wave (the scores are cached by now for cmp-1)
-    res = CliRunner().invoke(app, ["tasks", "waves", TINY, "--waves", "cmp-1,cmp-2", "--splits", "test",
-                                   "--out", str(tmp_path / "waves.json"), "--quiet"])
+    res = CliRunner().invoke(app, ["tasks", "waves", TINY, trained, "--waves", "cmp-1,cmp-2", "--splits", "test",
+                                   "--out", str(tmp_path / "waves.json"), "--quiet"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "agree" in res.output and json.loads((tmp_path / "waves.json").read_text())["agree"] is True
+    short = "…/" + "/".join(Path(trained).parts[-3:])  # a long checkpoint path: short in the table, whole below it
+    assert f"│ {short}" in res.output and f"{short} = {trained}" in res.output, res.output
     bad = CliRunner().invoke(app, ["tasks", "waves", TINY, "--waves", "../x,cmp-1", "--quiet"])
     assert bad.exit_code == 2 and "wave name" in bad.output
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from rlbench.config.core import check, to_dict
 from rlbench.harness.compute import ComputeMeter
-from rlbench.harness.record import read_trajectory
+from rlbench.harness.record import in_flight, read_trajectory
 from rlbench.integrity.decoys import EVENTS_FILE, DecoyWatch, plant_decoys, scan_for_use
 from rlbench.integrity.hacking import reward_hacking
 from rlbench.integrity.verdict import integrity_section
@@ -394,7 +394,9 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
             if ready or time.monotonic() >= deadline:
                 break
             steps = read_trajectory(cell_dir / "trajectory.jsonl")
-            last = f"; last tool: {steps[-1]['tool']} ({steps[-1]['seconds']:.0f} s)" if steps else ""
+            now = in_flight(cell_dir)
+            last = (f"; running {now}" if now else
+                    f"; last tool: {steps[-1]['tool']} ({steps[-1]['seconds']:.0f} s)" if steps else "")
             last += f"; {grader.sweeping}" if grader.sweeping else ""
             info(f"cell {cell_dir.name}: {grader.used_s():.0f} of {budget_s:.0f} s used, {len(steps)} tool calls, "
                  f"{len(grader.submissions)} submissions{last}")

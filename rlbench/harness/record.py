@@ -2,15 +2,18 @@
 
 `trajectory.jsonl`: one line per tool call (tool, arguments whole, result cut to a few KB, seconds, CPU
 seconds of the commands it ran, time since the start), flushed per line so a crash loses at most
-the call in flight. Snapshots: a git repository in the cell folder, outside the workspace and the
+the call in flight. `running.json` names the sandboxed command in flight while it runs, so the
+progress line can say what a long call is doing before its trajectory line exists. Snapshots: a git repository in the cell folder, outside the workspace and the
 sandbox, with the workspace as its work tree; one commit per tool call that changed files. Models,
 data and binary weights are left out, so it holds the agent's code revisions, not its checkpoints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,33 @@ def read_trajectory(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return out
+
+
+RUNNING_FILE = "running.json"
+
+
+@contextlib.contextmanager
+def running(cell_dir: Path, tool: str, command: str):
+    """`running.json` in the cell folder for as long as the block runs."""
+    path = Path(cell_dir) / RUNNING_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"tool": tool, "command": command[:300], "started": time.time()}))
+    tmp.replace(path)
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def in_flight(cell_dir: Path) -> str:
+    """`exec for 95 s: python -m pipeline.train ...` while a call runs, else empty."""
+    try:
+        now = json.loads((Path(cell_dir) / RUNNING_FILE).read_text())
+    except (OSError, ValueError):
+        return ""
+    command = " ".join(now["command"].split())
+    command = command if len(command) <= 60 else command[:57] + "..."
+    return f"{now['tool']} for {time.time() - now['started']:.0f} s: {command}"
 
 
 class Snapshots:

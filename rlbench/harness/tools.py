@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.grading.server import request
-from rlbench.harness.record import Snapshots, Trajectory
+from rlbench.harness.record import Snapshots, Trajectory, running
 from rlbench.harness.workspace import give_to_sandbox
 from rlbench.io import utc_now
 from rlbench.sandbox.runner import Sandbox, SandboxConfig, workspace_host_path
@@ -119,7 +119,8 @@ class ToolBox:
         if left <= 0:
             return self._spent(tool, args, t0, cpu0)
         limit = min(left, timeout) if timeout else left
-        r = self.sandbox.run(self._egress_prefix + command, timeout=limit, env=self._egress_env)
+        with running(self.cell_dir, tool, command):
+            r = self.sandbox.run(self._egress_prefix + command, timeout=limit, env=self._egress_env)
         if r.killed == "timeout" and limit >= left:
             self.budget_hit = True
         result = {"ok": r.ok, "returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr,
