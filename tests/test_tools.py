@@ -216,3 +216,76 @@ def test_calibration_plays_a_tool_corpus_by_its_rules(monkeypatch):
     fmt = dict(zip(("reward", "max_new_tokens"), corpus_format(gen)))
     assert calibration_accuracy(None, tok, items, **fmt, **corpus_tool(gen)) == 1.0
     assert calibration_accuracy(None, tok, items, **fmt, tool="textgame", max_calls=2) < 0.5
+
+
+def test_kl_counts_the_models_tokens_only():
+    """The KL's scored tokens: the environment's are masked out, the ending EOS is the model's
+    unless the completion was cut at the token limit or ended at a call past the last one."""
+    from rlbench.evaluation.kl import _sequence_logprobs, scored_tokens
+
+    eos, stop = 2, 9
+    with_answer = Completion(0, [5, 6, stop, 7, 7, 8], "", tool_mask=[1, 1, 1, 0, 0, 1], tool_calls=1)
+    assert scored_tokens(with_answer, 16, eos, stop) == ([5, 6, stop, 7, 7, 8, eos], [1, 1, 1, 0, 0, 1, 1])
+    assert scored_tokens(with_answer, 6, eos, stop) == ([5, 6, stop, 7, 7, 8], [1, 1, 1, 0, 0, 1])  # cut at the limit
+    out_of_calls = Completion(0, [5, stop, 7, stop], "", tool_mask=[1, 1, 0, 1], tool_calls=1)
+    assert scored_tokens(out_of_calls, 16, eos, stop) == ([5, stop, 7, stop], [1, 1, 0, 1])
+    answer_ends_in_stop = Completion(0, [5, stop, stop], "", tool_mask=[1, 1, 0], tool_calls=1)
+    assert scored_tokens(answer_ends_in_stop, 16, eos, stop)[1] == [1, 1, 0, 1]  # then the model wrote EOS
+    assert scored_tokens(Completion(0, [5, 6], ""), 16, eos) == ([5, 6, eos], [1, 1, 1])  # no tool: all the model's
+    with pytest.raises(ValueError, match="tool mask"):
+        scored_tokens(Completion(0, [5, 6], "", tool_mask=[1]), 16, eos, stop)
+
+    tok = build_char_tokenizer(DEFAULT_ALPHABET)
+    torch.manual_seed(0)
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32))
+    row = tok("12+5=")["input_ids"] + [7, 8, 9, 10]
+    start = len(row) - 4
+    every = _sequence_logprobs(model, [row], [start], [[1, 1, 1, 1]], tok.pad_token_id)[0]
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([row])).logits[0, :-1].float()
+    per_token = torch.log_softmax(logits, -1).gather(-1, torch.tensor(row[1:]).unsqueeze(-1)).squeeze(-1)[start - 1:]
+    assert every == pytest.approx(float(per_token.sum()), abs=1e-5)
+    two_masked = _sequence_logprobs(model, [row], [start], [[1, 0, 0, 1]], tok.pad_token_id)[0]
+    assert two_masked == pytest.approx(float(per_token[0] + per_token[3]), abs=1e-5)
+
+
+def test_kl_on_a_tool_task_samples_through_the_tool_loop(session_tasks):
+    """The harness's KL on a task with a tool generates as the harness scores (the tool loop) and
+    scores exactly the tokens scored_tokens keeps; a model against itself is at zero."""
+    import unittest.mock as mock
+
+    from rlbench.data.splits import prepare_data
+    from rlbench.evaluation import kl
+    from rlbench.models.zoo import resolve_model
+    from rlbench.tasks.registry import load_task, task_dir
+
+    write_tiny_task(session_tasks, "calc-tiny", reward={"name": "calc_exact"},
+                    tools={"name": "calculator", "max_calls": 2}, constraints={"max_kl": 0.5})
+    task = load_task("calc-tiny")  # a KL limit on a tool task is allowed now that the estimate masks tool tokens
+    items = prepare_data(task, task_dir("calc-tiny")).splits["dev"][:12]
+    tools_seen, masks_seen = [], []
+    real_tool, real_lp = hf_generate._generate_with_tool, kl._sequence_logprobs
+
+    def tool_spy(*a, **kw):
+        out = real_tool(*a, **kw)
+        tools_seen.append(out)
+        return out
+
+    def lp_spy(model, rows, starts, masks, pad):
+        masks_seen.extend(masks)
+        return real_lp(model, rows, starts, masks, pad)
+
+    base = resolve_model("arith-tiny").location
+    with mock.patch.object(hf_generate, "_generate_with_tool", tool_spy), mock.patch.object(kl, "_sequence_logprobs", lp_spy):
+        r = kl.kl_to_base(base, base, task, items, samples=2)
+    assert r["tool"] == "calculator" and r["n"] == 12 and r["kl"] == 0.0 and r["ci_low"] == r["ci_high"] == 0.0
+    from rlbench.models.zoo import load_model
+
+    _, tokenizer, _ = load_model(base)
+    stop = tokenizer("]", add_special_tokens=False)["input_ids"][0]
+    comps = [c for per_prompt in tools_seen[0] for c in per_prompt]
+    expected = [kl.scored_tokens(c, task.eval.max_new_tokens, tokenizer.eos_token_id, stop)[1] for c in comps]
+    assert masks_seen[: len(expected)] == expected and len(masks_seen) == 2 * len(expected)  # trained and base

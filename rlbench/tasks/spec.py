@@ -284,9 +284,6 @@ class TaskConfig:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     def validate(self) -> None:
-        if self.tools.name:
-            check(self.constraints.max_kl == 0, "constraints.max_kl", self.constraints.max_kl,
-                  "0 on a task with a tool (the harness's KL estimate does not mask tool tokens)")
         if self.reward.access == RewardAccess.endpoint:
             check(self.budget.max_sweeps == 0, "budget.max_sweeps", self.budget.max_sweeps,
                   "0 when reward.access=endpoint (trials report dev scores, which need answers)")
