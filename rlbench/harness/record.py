@@ -3,9 +3,11 @@
 `trajectory.jsonl`: one line per tool call (tool, arguments whole, result cut to a few KB, seconds, CPU
 seconds of the commands it ran, time since the start), flushed per line so a crash loses at most
 the call in flight. `running.json` names the sandboxed command in flight while it runs, so the
-progress line can say what a long call is doing before its trajectory line exists. Snapshots: a git repository in the cell folder, outside the workspace and the
-sandbox, with the workspace as its work tree; one commit per tool call that changed files. Models,
-data and binary weights are left out, so it holds the agent's code revisions, not its checkpoints.
+progress line can say what a long call is doing before its trajectory line exists.
+
+Snapshots: a git repository in the cell folder, outside the workspace and the sandbox, with the
+workspace as its work tree; one commit per tool call that changed files. Models, data and binary
+weights are left out, so it holds the agent's code revisions, not its checkpoints.
 """
 
 from __future__ import annotations
