@@ -98,6 +98,17 @@ def generate(
     return out
 
 
+def tool_stop_id(tokenizer: PreTrainedTokenizerBase, tool: str) -> int:
+    """The token that ends a call of `tool`: where generation pauses for the environment."""
+    from rlbench.envs import get_tool
+
+    stop_text = get_tool(tool).stop
+    stop = tokenizer(stop_text, add_special_tokens=False)["input_ids"]
+    if len(stop) != 1:
+        raise ValueError(f"tool {tool}: its stop text {stop_text!r} must be one token of this tokenizer")
+    return stop[0]
+
+
 def _generate_with_tool(model, tokenizer, prompts: Sequence[str], tool: str, max_calls: int, *, n: int,
                         temperature: float, top_p: float, max_new_tokens: int, seed: int, greedy: bool,
                         batch_size: int, with_logprobs: bool, on_batch) -> list[list[Completion]]:
@@ -107,10 +118,7 @@ def _generate_with_tool(model, tokenizer, prompts: Sequence[str], tool: str, max
     from rlbench.envs import get_tool
 
     env = get_tool(tool)
-    stop = tokenizer(env.stop, add_special_tokens=False)["input_ids"]
-    if len(stop) != 1:
-        raise ValueError(f"tool {tool}: its stop text {env.stop!r} must be one token of this tokenizer")
-    stop_id = stop[0]
+    stop_id = tool_stop_id(tokenizer, tool)
     out = generate(model, tokenizer, prompts, n=n, temperature=temperature, top_p=top_p,
                    max_new_tokens=max_new_tokens, seed=seed, greedy=greedy, batch_size=batch_size,
                    with_logprobs=with_logprobs, on_batch=on_batch, stop_ids=[stop_id])

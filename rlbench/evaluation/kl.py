@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import torch
 
-from rlbench.engines.hf_generate import Completion, generate
-from rlbench.envs import get_tool, tool_args
+from rlbench.engines.hf_generate import Completion, generate, tool_stop_id
+from rlbench.envs import tool_args
 from rlbench.evaluation.stats import mean_ci
 from rlbench.models.zoo import load_model
 
@@ -66,9 +66,7 @@ def kl_to_base(checkpoint: str, base: str, task: Any, items: Sequence[dict[str, 
         raise ValueError("KL needs the trained and the base model to share a tokenizer")
     proto = task.eval
     tool = tool_args(task)
-    stop_id = None
-    if tool:
-        stop_id = tok(get_tool(tool["tool"]).stop, add_special_tokens=False)["input_ids"][0]
+    stop_id = tool_stop_id(tok, tool["tool"]) if tool else None
     prompts = [it["prompt"] for it in items]
     comps = generate(model, tok, prompts, n=samples, temperature=proto.temperature, top_p=proto.top_p,
                      max_new_tokens=proto.max_new_tokens, seed=proto.seed + 7, batch_size=max(1, batch // samples),

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlbench.io import atomic_write_json
+
 EXCLUDE = ["model/", "data/", ".rlbench/", "__pycache__/", "*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt",
            "*.npy", "*.arrow", "*.parquet", "*.sock"]
 MAX_FIELD = 4000
@@ -67,9 +69,7 @@ RUNNING_FILE = "running.json"
 def running(cell_dir: Path, tool: str, command: str):
     """`running.json` in the cell folder for as long as the block runs."""
     path = Path(cell_dir) / RUNNING_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"tool": tool, "command": command[:300], "started": time.time()}))
-    tmp.replace(path)
+    atomic_write_json(path, {"tool": tool, "command": command[:300], "started": time.time()})
     try:
         yield
     finally:
