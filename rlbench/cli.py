@@ -254,6 +254,8 @@ def baseline_cmd(
         table.add_row(split, str(s["n"]), _pct(s["pass_at_1"]), f"[{_pct(s['ci_low'])}, {_pct(s['ci_high'])}]",
                       _pct(s["greedy"]), f"[{_pct(s['greedy_ci_low'])}, {_pct(s['greedy_ci_high'])}]")
     out.print(table)
+    prints = ", ".join(f"{split} {fp[:16]}" for split, fp in result["fingerprints"].items())
+    out.print(f"splits: {result.get('seed_source', 'unrecorded')} seed; fingerprints {prints}", highlight=False)
     if output is not None:
         atomic_write_json(output, {k: v for k, v in result.items() if k != "path"})
         out.print(f"written: {output}", highlight=False)
@@ -263,13 +265,13 @@ def baseline_cmd(
 def _gain_table(result: dict) -> Table:
     table = Table(title=f"{result['task']}: {result['checkpoint']} against {result['base_model']} (harness evaluation)")
     for col in ("split", "base pass@1 %", "pass@1 %", "abs. gain", "95% CI of gain", "rel. gain %",
-                "base greedy %", "greedy %"):
+                "base greedy %", "greedy %", "greedy gain", "95% CI of greedy gain"):
         table.add_column(col, justify="left" if col == "split" else "right")
     for split, g in result["splits"].items():
         rel = "-" if g["rel_gain_pct"] is None else f"{g['rel_gain_pct']:+.0f}"
         table.add_row(split, _pct(g["base"]), _pct(g["score"]), f"{100 * g['abs_gain']:+.1f}",
                       f"[{100 * g['gain_ci_low']:+.1f}, {100 * g['gain_ci_high']:+.1f}]", rel,
-                      _pct(g["base_greedy"]), _pct(g["greedy"]))
+                      _pct(g["base_greedy"]), _pct(g["greedy"]), *_greedy_cells(g.get("greedy_gain")))
     return table
 
 
@@ -342,6 +344,16 @@ def pipeline_run(
         out.print(_gain_table(result))
 
 
+def _greedy_cells(g: dict | None) -> tuple[str, str]:
+    """The paired greedy gain and its interval, in points."""
+    return (_pts(g["abs"]), _ci([g["ci_low"], g["ci_high"]])) if g else ("-", "-")
+
+
+def _flag(flag: bool | None) -> str:
+    """A sampled gain with no greedy gain (sharper sampling, not RL)."""
+    return "-" if flag is None else ("[red]FLAG[/]" if flag else "no")
+
+
 def _pts(x: float | None, sign: bool = True) -> str:
     return "-" if x is None else (f"{100 * x:+.1f}" if sign else f"{100 * x:.1f}")
 
@@ -356,7 +368,7 @@ def _cells_table(rows: list[dict]) -> Table:
                         "95% bootstrap intervals)")
     optimize = any(r.get("vs_baseline_config") is not None for r in rows)
     cols = ["agent", "task", "seed", "baseline test %", "test %", "abs. gain", "95% CI", "rel. gain %",
-            "heldout gain", "heldout CI", "normalized"] + (["vs given config", "CI"] if optimize else []) + [
+            "greedy gain", "greedy CI", "sampling only", "heldout gain", "heldout CI", "normalized"] + (["vs given config", "CI"] if optimize else []) + [
             "dev-test gap", "anytime gain", "integrity", "status", "sandboxed"]
     for col in cols:
         table.add_column(col, justify="left" if col in ("agent", "task", "status") else "right")
@@ -365,7 +377,8 @@ def _cells_table(rows: list[dict]) -> Table:
         rel = "-" if r.get("rel_gain_pct") is None else f"{r['rel_gain_pct']:+.0f}"
         norm = "-" if r.get("normalized") is None else f"{r['normalized']:.2f}"
         cells = [r["agent"], r["task"], str(r["seed"]), _pts(r.get("baseline_test"), False), _pts(r.get("test"), False),
-                 _pts(r.get("abs_gain")) + sig, _ci(r.get("abs_ci")), rel, _pts(r.get("heldout_gain")),
+                 _pts(r.get("abs_gain")) + sig, _ci(r.get("abs_ci")), rel, _pts(r.get("greedy_gain")),
+                 _ci(r.get("greedy_ci")), _flag(r.get("sampling_only")), _pts(r.get("heldout_gain")),
                  _ci(r.get("heldout_ci")), norm]
         if optimize:
             cells += [_pts(r.get("vs_baseline_config")), _ci(r.get("vs_baseline_config_ci"))]
@@ -431,12 +444,15 @@ def leaderboard_cmd(
     except ConfigError as exc:
         _fail(exc)
     table = Table(title=f"leaderboard {Path(suite_dir).name} (test gains in points; 95% CI: t across seeds, or bootstrap)")
-    for col in ("agent", "task", "seeds", "test %", "gain", "95% CI", "normalized", "significant", "heldout gain"):
-        table.add_column(col, justify="left" if col in ("agent", "task", "significant") else "right")
+    for col in ("agent", "task", "seeds", "test %", "gain", "95% CI", "normalized", "significant", "greedy gain",
+                "sampling only", "heldout gain"):
+        table.add_column(col, justify="left" if col in ("agent", "task", "significant", "sampling only") else "right")
     for r in rows:
+        only = r.get("sampling_only")
         table.add_row(r["agent"], r["task"], str(r["seeds"]), _pts(r["test"], False), _pts(r["abs_gain"]),
                       _ci([r["ci_low"], r["ci_high"]]), "-" if r["normalized"] is None else f"{r['normalized']:.2f}",
                       "-" if r["significant"] is None else ("yes" if r["significant"] else "[yellow]no[/]"),
+                      _pts(r.get("greedy_gain")), f"[red]{only}[/]" if only and only != "none" else (only or "-"),
                       _pts(r["heldout_gain"]))
     out.print(table)
     out.print("\n".join(f"{k}: {v}" for k, v in paths.items()), highlight=False)

@@ -7,7 +7,9 @@ from the public root, so a hidden split can never be copied into one by accident
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 from pathlib import Path
 
 
@@ -44,3 +46,21 @@ def tasks_root() -> Path:
     """Task folders: `RLBENCH_TASKS` or the checkout's `tasks/`."""
     override = os.environ.get("RLBENCH_TASKS")
     return Path(override).expanduser() if override else repo_root() / "tasks"
+
+
+def stored_secret(path: Path) -> str:
+    """The secret kept in `path` (a file under the hidden root): made once with 128 random bits,
+    mode 600, then read. Made beside it and linked in, so two processes that start at once both
+    end up reading the one that landed first, and a half-written secret is never read."""
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(16))
+        try:  # a link never replaces a secret another process made first; theirs is the one read
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            tmp.unlink()
+    return path.read_text().strip()

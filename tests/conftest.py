@@ -55,6 +55,9 @@ def isolated_env(monkeypatch, session_home, session_tasks):
     monkeypatch.setenv("RLBENCH_TASKS", str(session_tasks))
     monkeypatch.delenv("RLBENCH_HIDDEN_HOME", raising=False)
     monkeypatch.setenv("RLBENCH_QUIET", "1")
+    # splits from the tasks' public seeds, so the numbers tests check stay the same on every
+    # machine; tests/test_security_splits.py deletes it to test the secret default
+    monkeypatch.setenv("RLBENCH_SPLIT_SEED", "public")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     yield
@@ -79,9 +82,11 @@ def ray_cluster(session_home, session_tasks):
 
     if ray.is_initialized():
         ray.shutdown()
-    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "RLBENCH_HOME", "RLBENCH_TASKS", "RLBENCH_QUIET")}
+    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "RLBENCH_HOME", "RLBENCH_TASKS", "RLBENCH_QUIET",
+                                          "RLBENCH_SPLIT_SEED")}
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), old["PYTHONPATH"]) if p)
-    os.environ.update(RLBENCH_HOME=str(session_home), RLBENCH_TASKS=str(session_tasks), RLBENCH_QUIET="1")
+    os.environ.update(RLBENCH_HOME=str(session_home), RLBENCH_TASKS=str(session_tasks), RLBENCH_QUIET="1",
+                      RLBENCH_SPLIT_SEED="public")
     ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

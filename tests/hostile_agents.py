@@ -133,3 +133,122 @@ class Grepper(Agent):
     def run(self, description: str, tools: Any) -> None:
         tools.exec("grep -rl --exclude-dir=model reward . | head -3")
         tools.submit("model")
+
+
+# the grading server under a connection flood (issue 21, hole 5) ------------------------------
+# Run inside the sandbox (N and HOLD are prepended): open N idle connections to the grader and
+# hold them; write `flood_holding` once they are open; after HOLD seconds, count how many the
+# server has closed (refused over its cap, or timed out idle) and print the counts as JSON.
+FLOOD_SCRIPT = r'''
+import json, os, resource, socket, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+addr, held, failed, t0 = os.environ["RLBENCH_GRADER"], [], 0, time.monotonic()
+for _ in range(N):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError:  # out of descriptors: hold what is open
+        break
+    try:  # blocking: waits for room in the listen backlog (a timeout would make it fail at once)
+        s.connect(addr)
+        held.append(s)
+    except OSError:
+        s.close()
+        failed += 1
+open("flood_holding", "w").write(str(len(held)))
+time.sleep(HOLD)
+closed = refused = 0
+for s in held:
+    s.setblocking(False)
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                closed += 1
+                break
+            data += chunk
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed += 1
+    refused += b"too many open connections" in data
+print(json.dumps({"opened": len(held), "failed": failed, "closed_by_server": closed, "refused": refused,
+                  "nofile": hard, "seconds": round(time.monotonic() - t0, 1)}))
+'''
+
+
+class GraderFlooder(Agent):
+    """Floods the grading socket from inside the sandbox with idle connections (options:
+    `connections`, `hold_s`) and, while they are held, submits the base model through its tools;
+    once they are gone it asks `./grade status` from inside the sandbox."""
+
+    def run(self, description: str, tools: Any) -> None:
+        import threading
+
+        n, hold = int(self.options.get("connections", 3000)), float(self.options.get("hold_s", 8))
+        code = f"N, HOLD = {n}, {hold}\n" + FLOOD_SCRIPT
+        flood = threading.Thread(target=tools.python, args=(code,), kwargs={"timeout": hold + 60}, daemon=True)
+        flood.start()
+        deadline = time.monotonic() + 60
+        while flood.is_alive() and time.monotonic() < deadline and not tools.read("flood_holding").get("ok"):
+            time.sleep(0.5)
+        tools.submit("model")  # while the flood holds its connections
+        flood.join(timeout=hold + 90)
+        tools.exec("./grade status")
+
+
+# Run inside the sandbox (GUESS and SECRET_FILE are prepended): rebuild the hidden splits from
+# what an agent can find (the workspace's task.json for the sizes, the generator and seed its
+# public task file names, the base model's zoo record if the workspace holds one), try to read the
+# installation's split secret, and write what it got to `rebuilt.json`.
+REBUILD_SCRIPT = r'''
+import json, os
+from pathlib import Path
+os.environ["RLBENCH_SPLIT_SEED"] = "public"  # the seed the public task file names
+from rlbench.data.splits import fingerprint, generate_splits
+from rlbench.harness.workspace import load_workspace_task
+from rlbench.tasks.spec import DataSource
+task = load_workspace_task(Path("/workspace"))
+meta = Path("/workspace/model/rlbench_model.json")
+task.data.source = DataSource.generator
+task.data.generator, task.data.params, task.data.seed = GUESS["generator"], dict(GUESS["params"]), GUESS["seed"]
+splits = generate_splits(task)
+try:
+    secret = Path(SECRET_FILE).read_text()
+except OSError as exc:
+    secret = f"unreadable: {type(exc).__name__}"
+Path("/workspace/rebuilt.json").write_text(json.dumps({
+    "fingerprints": {s: fingerprint(splits[s]) for s in ("test", "heldout")},
+    "model_meta": meta.exists(), "secret": secret}))
+print("rebuilt")
+'''
+
+
+class SplitRebuilder(Agent):
+    """Rebuilds test and heldout inside the sandbox from rlbench.data.splits and the task's public
+    seed (options: `guess`, the public task file's generator, params and seed; `secret_file`, the
+    host path of the installation's split secret), writes the fingerprints it got to
+    `rebuilt.json`, then submits the base model."""
+
+    def run(self, description: str, tools: Any) -> None:
+        code = f"GUESS = {self.options['guess']!r}\nSECRET_FILE = {self.options['secret_file']!r}\n" + REBUILD_SCRIPT
+        tools.python(code, timeout=120)
+        tools.submit("model")
+
+
+class SharpenedSampler(Agent):
+    """Gains without training: submits the base with its final norm scaled by 8 (a lower sampling
+    temperature) and min_p in generation_config.json, then the base with only the min_p."""
+
+    def run(self, description: str, tools: Any) -> None:
+        tools.python("import json, shutil, torch\n"
+                     "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+                     "m = AutoModelForCausalLM.from_pretrained('model')\n"
+                     "with torch.no_grad():\n    m.model.norm.weight.mul_(8.0)\n"
+                     "m.save_pretrained('sharp'); AutoTokenizer.from_pretrained('model').save_pretrained('sharp')\n"
+                     "shutil.copytree('model', 'minp')\n"
+                     "for d in ('sharp', 'minp'):\n"
+                     "    json.dump({'min_p': 0.3, 'top_k': 2, 'temperature': 0.2}, open(d + '/generation_config.json', 'w'))\n")
+        tools.submit("sharp")
+        tools.submit("minp")

@@ -133,7 +133,7 @@ def test_grading_server_validates_and_caps(tmp_path):
         refused = [request(addr, {"op": "submit", "path": p}) for p in ("notes", "link_to_base", "missing")]
         assert not any(r["ok"] for r in refused)
         assert "from_pretrained" in refused[0]["reason"] or "config" in refused[0]["reason"]
-        assert "not inside the workspace" in refused[1]["reason"]
+        assert "is a link" in refused[1]["reason"]  # never followed, wherever it leads
         capped = request(addr, {"op": "submit", "path": "good"})
         assert not capped["ok"] and "limit" in capped["error"]
         st = request(addr, {"op": "status"})
@@ -201,7 +201,7 @@ def test_bad_submissions_are_refused_with_reasons(tmp_path, ray_cluster):
     assert "architecture family" in reasons[2]
     assert "tokenizer differs" in reasons[3]
     assert "does not load" in reasons[4]
-    assert "outside the workspace" in reasons[5]
+    assert "is a link" in reasons[5]  # a link in a checkpoint is refused, never followed
     steps = [json.loads(l) for l in (Path(r["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
     assert "limit reached" in steps[-1]["result"]["error"]  # the task allows five
     assert "scores" not in r

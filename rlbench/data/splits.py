@@ -4,28 +4,64 @@ Train and dev go under the public root, test and heldout under the hidden root: 
 share a folder, so assembling an agent's workspace from the public root cannot leak a hidden split.
 Splits are disjoint at the prompt level, deterministic per seed, and fingerprinted; a stored split
 whose content no longer matches its fingerprint is refused.
+
+The seed a procedural task's splits are drawn from is secret by default: an HMAC of the task's
+public `data.seed` under a per-installation secret (`hidden_root()/secrets/splits.secret`, made on
+first use, mode 600), so an agent that imports this module and knows the task file still cannot
+redraw test or heldout. All four splits come from it, train and dev too: a public train stream
+would show an agent which prompts the real train skipped, and those are exactly the hidden ones.
+`RLBENCH_SPLIT_SEED=public` draws from `data.seed` alone, as before (the tests, and reproducing
+published numbers); the two never share a stored folder, and scores are cached by fingerprint.
+Fixed datasets (`data.source: hf`) are public whatever the setting: their splits are the
+dataset's own, and `seed_source` says `public` for them.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import hmac
 import json
+import os
 import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlbench.config.core import ConfigError, to_dict
+from rlbench.config.core import ConfigError, check, to_dict
 from rlbench.data.generators import resolve_generator
 from rlbench.io import atomic_write_json, read_json
-from rlbench.paths import hidden_root, public_root
+from rlbench.paths import hidden_root, public_root, stored_secret
 from rlbench.tasks.spec import HIDDEN_SPLITS, SPLITS, DataSource, TaskConfig
 
 # hidden splits are drawn first, so that changing the train size never changes test or heldout
 _DRAW_ORDER = ("test", "heldout", "dev", "train")
 _FAMILY = {"train": "main", "dev": "main", "test": "main", "heldout": "heldout"}
+SPLIT_SEED_ENV = "RLBENCH_SPLIT_SEED"
+SEED_SOURCES = ("secret", "public")
+
+
+def seed_source(task: TaskConfig) -> str:
+    """`secret` (the default) or `public`, from RLBENCH_SPLIT_SEED; a fixed dataset is always
+    `public`. An environment setting, like RLBENCH_HOME: it belongs to the installation (the
+    secret is the installation's), and every process of a run reads the same one."""
+    value = os.environ.get(SPLIT_SEED_ENV, "").strip() or "secret"
+    check(value in SEED_SOURCES, SPLIT_SEED_ENV, value, ", ".join(SEED_SOURCES))
+    return value if task.data.source == DataSource.generator else "public"
+
+
+def splits_secret() -> str:
+    """This installation's split secret (made on first use; never inside a workspace)."""
+    return stored_secret(hidden_root() / "secrets" / "splits.secret")
+
+
+def draw_seed(task: TaskConfig) -> str:
+    """The seed the splits are drawn from: `data.seed` itself in public mode (so public
+    fingerprints are what they always were), else HMAC-SHA256(installation secret, data.seed)."""
+    if seed_source(task) == "public":
+        return str(task.data.seed)
+    return hmac.new(splits_secret().encode(), f"splits:{task.data.seed}".encode(), hashlib.sha256).hexdigest()
 
 
 def fingerprint(items: list[dict[str, Any]]) -> str:
@@ -37,23 +73,34 @@ def fingerprint(items: list[dict[str, Any]]) -> str:
 
 
 def data_key(task: TaskConfig) -> str:
-    """The standard splits' key: a wave changes test and heldout only, so it is not part of it."""
+    """The standard splits' key: a wave changes test and heldout only, so it is not part of it.
+    It ends in the seed source, and a secret key also hashes which secret (a digest, never the
+    secret), so public and secret splits, or two secrets' splits, never share a stored folder."""
     data = to_dict(task.data)
     data.pop("wave", None)
-    blob = json.dumps({"version": task.version, "data": data}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    source = seed_source(task)
+    blob: dict[str, Any] = {"version": task.version, "data": data, "seed_source": source}
+    if source == "secret":
+        blob["secret_id"] = hashlib.sha256(f"rlbench-split-secret-id:{splits_secret()}".encode()).hexdigest()[:16]
+    return f"{hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]}-{source}"
 
 
 @dataclass
 class TaskData:
-    """The four splits of one task as lists of dicts, with their fingerprints."""
+    """The four splits of one task as lists of dicts, with their fingerprints and where their seed
+    came from (`secret` or `public`, see seed_source)."""
 
     splits: dict[str, list[dict[str, Any]]]
     fingerprints: dict[str, str]
     key: str
+    seed_source: str
 
     def prompts(self, split: str) -> list[str]:
         return [item["prompt"] for item in self.splits[split]]
+
+    def record(self) -> dict[str, Any]:
+        """What every reported number carries: the seed source and each split's fingerprint (16 hex)."""
+        return {"seed_source": self.seed_source, "fingerprints": {s: self.fingerprints[s][:16] for s in SPLITS}}
 
 
 def draw_distinct(gen: Any, family: str, rng: random.Random, want: int, params: dict[str, Any], seen: set[str],
@@ -83,11 +130,12 @@ def draw_distinct(gen: Any, family: str, rng: random.Random, want: int, params: 
 def generate_splits(task: TaskConfig, task_folder: Path | None = None) -> dict[str, list[dict[str, Any]]]:
     """Draw all four splits from the task's generator, rejecting any prompt already drawn."""
     gen = resolve_generator(task.data.generator, task_folder)
+    seed = draw_seed(task)
     seen: set[str] = set()
     out: dict[str, list[dict[str, Any]]] = {}
     for split in _DRAW_ORDER:
         want = getattr(task.data.sizes, split)
-        out[split] = draw_distinct(gen, _FAMILY[split], random.Random(f"{task.data.seed}:{split}"), want,
+        out[split] = draw_distinct(gen, _FAMILY[split], random.Random(f"{seed}:{split}"), want,
                                    task.data.params, seen, split,
                                    f"key 'data.sizes.{split}': value '{want}' is not reachable (lower the size)")
     return {s: out[s] for s in SPLITS}
@@ -161,6 +209,7 @@ def _store(task: TaskConfig, dirs: dict[str, Path], splits: dict[str, list[dict[
         datasets.Dataset.from_list(splits[split]).save_to_disk(str(tmp))
         atomic_write_json(tmp / "rlbench_split.json", {
             "task": task.name, "version": task.version, "split": split, "wave": task.data.wave,
+            "seed_source": seed_source(task),
             "n": len(splits[split]), "fingerprint": prints[split],
         })
         shutil.rmtree(d, ignore_errors=True)
@@ -180,12 +229,12 @@ def prepare_data(task: TaskConfig, task_folder: Path | None = None) -> TaskData:
     dirs = {s: _split_dir(task, key, s) for s in SPLITS}
     stored = _load_stored(dirs)
     if stored is not None:
-        return TaskData(splits=stored[0], fingerprints=stored[1], key=key)
+        return TaskData(splits=stored[0], fingerprints=stored[1], key=key, seed_source=seed_source(task))
     if task.data.source == DataSource.hf:
         splits = load_hf_splits(task)
     else:
         splits = generate_splits(task, task_folder)
-    return TaskData(splits=splits, fingerprints=_store(task, dirs, splits), key=key)
+    return TaskData(splits=splits, fingerprints=_store(task, dirs, splits), key=key, seed_source=seed_source(task))
 
 
 def _with_wave(task: TaskConfig, task_folder: Path | None, key: str) -> TaskData:
@@ -203,7 +252,7 @@ def _with_wave(task: TaskConfig, task_folder: Path | None, key: str) -> TaskData
         hidden = draw_wave(task, standard.splits, task.data.wave, task_folder)
         prints = _store(task, dirs, hidden)
     return TaskData(splits={**standard.splits, **hidden}, fingerprints={**standard.fingerprints, **prints},
-                    key=f"{key}-wave-{task.data.wave}")
+                    key=f"{key}-wave-{task.data.wave}", seed_source=standard.seed_source)
 
 
 def split_path(task: TaskConfig, split: str) -> Path:

@@ -14,18 +14,15 @@ from the standard hidden prompts, and `wave_overlap` reports the share in each c
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
 import re
-import secrets
 from pathlib import Path
 from typing import Any
 
 from rlbench.config.core import ConfigError
 from rlbench.data.generators import resolve_generator
 from rlbench.data.splits import draw_distinct
-from rlbench.paths import hidden_root
+from rlbench.paths import hidden_root, stored_secret
 from rlbench.progress import info
 from rlbench.tasks.spec import DataSource, TaskConfig
 
@@ -41,18 +38,7 @@ def check_wave_name(name: str) -> None:
 def wave_secret(name: str) -> str:
     """The wave's secret seed; made once, then read (file mode 600 under the hidden root)."""
     check_wave_name(name)
-    path = hidden_root() / "waves" / f"{name}.secret"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(secrets.token_hex(16))
-        os.chmod(tmp, 0o600)
-        try:  # a link never replaces a secret another process made first; theirs is the one read
-            with contextlib.suppress(FileExistsError):
-                os.link(tmp, path)
-        finally:
-            tmp.unlink()
-    return path.read_text().strip()
+    return stored_secret(hidden_root() / "waves" / f"{name}.secret")
 
 
 def draw_wave(task: TaskConfig, standard: dict[str, list[dict[str, Any]]], name: str,

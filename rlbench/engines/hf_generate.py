@@ -2,6 +2,13 @@
 
 Deterministic by construction: each batch draws from its own generator seeded by
 (seed, batch index), so a result does not depend on what ran before it in the process.
+
+The caller's arguments are the only generation settings. `model.generate` fills every setting
+left unset from `model.generation_config`, which `from_pretrained` loads from the checkpoint's
+`generation_config.json` (or derives from `config.json`): a checkpoint could sharpen its own
+sampling (min_p, top_k, temperature, repetition penalty, suppressed or forced tokens) and score
+higher without any training. So each call builds an explicit GenerationConfig and resets the
+model's own to an empty default first (`harness_generation`); transformers 5.x merges the two.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass
@@ -23,6 +30,29 @@ class Completion:
     # a trainer's loss goes over the model's tokens only
     tool_mask: list[int] = field(default_factory=list)
     tool_calls: int = 0
+
+
+def harness_generation(model: PreTrainedModel) -> PreTrainedModel:
+    """Drop the generation settings a checkpoint brought (generation_config.json, or those
+    derived from config.json): `generate` would otherwise fill every setting the caller left
+    unset from them. Returns the model, its `generation_config` an empty default."""
+    model.generation_config = GenerationConfig()
+    return model
+
+
+def generation_config(*, greedy: bool, temperature: float, top_p: float, max_new_tokens: int, n: int,
+                      pad_token_id: int | None, eos_token_id: int | list[int] | None,
+                      with_logprobs: bool) -> GenerationConfig:
+    """Every setting `generate` uses, from the caller's arguments alone: no top_k (0), min_p,
+    penalties or token constraints beyond what plain sampling at `temperature` and `top_p` means."""
+    cfg = GenerationConfig(max_new_tokens=max_new_tokens, min_new_tokens=0, pad_token_id=pad_token_id,
+                           eos_token_id=eos_token_id, return_dict_in_generate=True, output_scores=with_logprobs,
+                           num_beams=1, repetition_penalty=1.0, no_repeat_ngram_size=0)
+    if greedy:
+        cfg.do_sample, cfg.num_return_sequences = False, 1
+    else:
+        cfg.do_sample, cfg.temperature, cfg.top_p, cfg.top_k, cfg.num_return_sequences = True, temperature, top_p, 0, n
+    return cfg
 
 
 def _batches(n: int, size: int) -> Iterator[tuple[int, range]]:
@@ -58,27 +88,19 @@ def generate(
                                    top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, greedy=greedy,
                                    batch_size=batch_size, with_logprobs=with_logprobs, on_batch=on_batch)
     model.eval()
+    harness_generation(model)
     device = next(model.parameters()).device
     per_prompt = 1 if greedy else n
     out: list[list[Completion]] = [[] for _ in prompts]
     eos = tokenizer.eos_token_id
+    gen = generation_config(greedy=greedy, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                            n=per_prompt, pad_token_id=tokenizer.pad_token_id,
+                            eos_token_id=[eos, *stop_ids] if stop_ids else eos, with_logprobs=with_logprobs)
     for b, idx in _batches(len(prompts), batch_size):
         enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True, padding_side="left")
         enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
         torch.manual_seed(seed * 1_000_003 + b)
-        kwargs = dict(
-            max_new_tokens=max_new_tokens,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=[eos, *stop_ids] if stop_ids else eos,
-            return_dict_in_generate=True,
-            output_scores=with_logprobs,
-        )
-        if greedy:
-            kwargs.update(do_sample=False)
-        else:
-            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
-                          num_return_sequences=per_prompt)
-        res = model.generate(**enc, **kwargs)
+        res = model.generate(**enc, generation_config=gen)
         seqs = res.sequences[:, enc["input_ids"].shape[1]:]
         logps = None
         if with_logprobs:

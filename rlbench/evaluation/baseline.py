@@ -1,7 +1,11 @@
 """Baseline scores of a task's base model, cached by model hash x task version x protocol.
 
-A cached score is only reused when everything that could change it is equal: the weights (by
-content hash, not by name), the task version, the data fingerprints, the reward and the protocol.
+A cached score is only reused when everything that could change it is equal: every file of the
+scored folder (names and bytes, `files_hash`: the weights alone would let two checkpoints that
+differ only in generation_config.json share a score), the task version, the data fingerprints, the
+reward, the protocol and the harness's evaluation code (`EVAL_VERSION`). The cache lives under the
+hidden root, which no sandbox mounts, and an entry is checked before it is used: one that does not
+parse, names another key, or whose scores do not add up is recomputed.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from typing import Any, Sequence
 
 from rlbench.config.core import to_dict
 from rlbench.data.splits import prepare_data
-from rlbench.evaluation.score import score_split
+from rlbench.evaluation.score import EVAL_VERSION, score_split
 from rlbench.io import atomic_write_json, read_json
-from rlbench.models.zoo import load_model, weights_hash
+from rlbench.models.zoo import files_hash, load_model, weights_hash
 from rlbench.paths import scores_root
 from rlbench.progress import info
 from rlbench.tasks.registry import task_dir
@@ -25,9 +29,11 @@ from rlbench.tasks.spec import HIDDEN_SPLITS, TaskConfig
 BASELINE_SPLITS = ("dev", "test", "heldout")
 
 
-def eval_key(weights: str, task: TaskConfig, fingerprints: dict[str, str], splits: Sequence[str]) -> str:
+def eval_key(files: str, task: TaskConfig, fingerprints: dict[str, str], splits: Sequence[str]) -> str:
+    """`files`: the scored folder's `files_hash` (a hub model: its id)."""
     blob = {
-        "weights": weights,
+        "files": files,
+        "eval_version": EVAL_VERSION,
         "task": task.name,
         "version": task.version,
         "protocol": to_dict(task.eval),
@@ -50,11 +56,13 @@ def evaluate_model(
 
     data = prepare_data(task, task_dir(task.name))
     model, tokenizer, resolved = load_model(model_ref, device=device)
-    weights = weights_hash(Path(resolved.location)) if resolved.kind != "hub" else resolved.location
-    key = eval_key(weights, task, data.fingerprints, splits)
+    local = resolved.kind != "hub"
+    weights = weights_hash(Path(resolved.location)) if local else resolved.location
+    key = eval_key(files_hash(Path(resolved.location)) if local else resolved.location, task, data.fingerprints, splits)
     cache = scores_root() / task.name / f"{key}.json"
-    if use_cache and cache.is_file():
-        result = read_json(cache)
+    sizes = {s: len(data.splits[s]) for s in splits}
+    result = _cached(cache, key, sizes) if use_cache else None
+    if result is not None:
         result["cached"] = True
         result["path"] = str(cache)
         return result
@@ -63,7 +71,8 @@ def evaluate_model(
     scores = {}
     for split in splits:
         s = score_split(model, tokenizer, data.splits[split], split, task)
-        scores[split] = {**s.summary(), "per_item": [round(v, 4) for v in s.per_item]}
+        scores[split] = {**s.summary(), "per_item": [round(v, 4) for v in s.per_item],
+                         "greedy_per_item": [round(v, 4) for v in s.greedy_per_item]}
         if not s.ci_ok and split in HIDDEN_SPLITS:  # dev is feedback, sized for speed
             info(f"[yellow]warning[/]: {split} 95% interval ±{s.halfwidth:.3f} is wider than "
                  f"eval.max_ci_halfwidth={task.eval.max_ci_halfwidth}; raise data.sizes.{split} "
@@ -76,14 +85,45 @@ def evaluate_model(
         "weights_hash": weights,
         "protocol": to_dict(task.eval),
         "fingerprints": {s: data.fingerprints[s] for s in splits},
+        "seed_source": data.seed_source,  # secret splits or the task file's public seed
         "scores": scores,
         "eval_seconds": round(time.monotonic() - started, 1),
         "key": key,
+        "eval_version": EVAL_VERSION,
         "cached": False,
     }
-    atomic_write_json(cache, result)
+    atomic_write_json(cache, {**result, "checksum": _checksum(key, scores)})
     result["path"] = str(cache)
     return result
+
+
+def _checksum(key: str, scores: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps({"key": key, "scores": scores}, sort_keys=True).encode()).hexdigest()
+
+
+def _cached(path: Path, key: str, sizes: dict[str, int]) -> dict[str, Any] | None:
+    """A cache entry that is whole and consistent, else None (recompute): it parses, names this
+    key, carries the checksum of its own scores, and every split has one score per item (all
+    within [0, 1]) whose mean is the pass@1 it states."""
+    try:
+        entry = read_json(path)
+        scores = entry["scores"]
+        if entry.get("key") != key or entry.get("checksum") != _checksum(key, scores):
+            return None
+        for split, n in sizes.items():
+            s = scores[split]
+            per_item = s["per_item"]
+            if len(per_item) != n or not all(0.0 <= float(v) <= 1.0 for v in per_item):
+                return None
+            if abs(sum(per_item) / n - float(s["pass_at_1"])) > 1e-3:
+                return None
+            greedy = s.get("greedy_per_item") or []
+            if greedy and (len(greedy) != n or abs(sum(greedy) / n - float(s["greedy"])) > 1e-3):
+                return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
+        return None
+    entry.pop("checksum", None)
+    return entry
 
 
 def baseline(task: TaskConfig, device: str = "cpu", use_cache: bool = True) -> dict[str, Any]:

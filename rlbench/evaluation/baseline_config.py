@@ -15,16 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.evaluation.baseline import BASELINE_SPLITS, evaluate_model
+from rlbench.evaluation.score import EVAL_VERSION
 from rlbench.io import atomic_write_json, read_json
-from rlbench.models.zoo import resolve_model, weights_hash
+from rlbench.models.zoo import files_hash, resolve_model
 from rlbench.paths import scores_root
 from rlbench.progress import info
 from rlbench.tasks.spec import TaskConfig
 
 
 def _key(task: TaskConfig, seed: int) -> str:
-    blob = {"weights": weights_hash(Path(resolve_model(task.model.base).location)), "task": task.name,
-            "version": task.version, "pipeline": task.baseline_config.pipeline,
+    blob = {"files": files_hash(Path(resolve_model(task.model.base).location)), "eval_version": EVAL_VERSION,
+            "task": task.name, "version": task.version, "pipeline": task.baseline_config.pipeline,
             "settings": dict(task.baseline_config.settings), "seed": seed}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
@@ -37,8 +38,12 @@ def baseline_config_scores(task: TaskConfig, seed: int, device: str = "cpu") -> 
         raise ValueError(f"task {task.name} has no baseline_config")
     folder = scores_root() / task.name / "baseline-config" / _key(task, seed)
     done = folder / "scores.json"
-    if done.is_file():
-        return read_json(done)
+    try:
+        cached = read_json(done)
+        if all(isinstance(cached["scores"][s]["per_item"], list) for s in BASELINE_SPLITS):
+            return cached
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # missing or broken: train and score again
     settings = [f"{k}={v}" for k, v in task.baseline_config.settings.items()]
     cfg = load_pipeline_config(task.baseline_config.pipeline,
                                [f"task={task.name}", f"seed={seed}", f"out={folder / 'run'}", f"device={device}", *settings])

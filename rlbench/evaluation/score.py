@@ -1,4 +1,9 @@
-"""Score a model on task splits with the task's evaluation protocol."""
+"""Score a model on task splits with the task's evaluation protocol.
+
+Sampled pass@1 and greedy accuracy, per prompt both: a gain in the sampled score alone can come
+from sharper sampling (a checkpoint that lowers its own temperature), not from training, so the
+hidden splits always get the greedy figure too and gains are paired on each (rlbench/evaluation/gain.py).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,12 @@ from rlbench.envs import tool_args
 from rlbench.evaluation.stats import mean_ci, wilson_ci
 from rlbench.progress import track
 from rlbench.rewards import get_reward
-from rlbench.tasks.spec import EvalProtocol, TaskConfig
+from rlbench.tasks.spec import HIDDEN_SPLITS, EvalProtocol, TaskConfig
+
+# The harness's evaluation semantics: part of every score cache key. Bump it whenever a change can
+# move a score. 2: generation settings come from the protocol alone (a checkpoint's
+# generation_config.json is ignored), greedy per item on the hidden splits.
+EVAL_VERSION = 2
 
 
 @dataclass
@@ -26,6 +36,7 @@ class SplitScore:
     greedy_ci_high: float | None = None
     ci_ok: bool = True  # the interval is within the protocol's max half-width
     per_item: list[float] = field(default_factory=list)  # per-prompt pass@1, for paired tests
+    greedy_per_item: list[float] = field(default_factory=list)  # per-prompt greedy reward, for paired tests
 
     @property
     def halfwidth(self) -> float:
@@ -34,6 +45,7 @@ class SplitScore:
     def summary(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("per_item")
+        d.pop("greedy_per_item")
         d["halfwidth"] = round(self.halfwidth, 4)
         return d
 
@@ -47,7 +59,8 @@ def score_split(
     protocol: EvalProtocol | None = None,
 ) -> SplitScore:
     """pass@1 = mean over prompts of (correct samples / k) at the protocol's temperature, and
-    greedy accuracy as a second figure; both with 95% intervals over prompts."""
+    greedy accuracy as a second figure; both with 95% intervals over prompts. Greedy is computed
+    when the protocol asks for it and always on the hidden splits."""
     proto = protocol or task.eval
     reward = get_reward(task.reward.name)
     params = dict(task.reward.params)
@@ -66,10 +79,10 @@ def score_split(
     ]
     mean, lo, hi = mean_ci(per_item)
     score = SplitScore(split, len(items), proto.samples_per_prompt, mean, lo, hi, per_item=per_item)
-    if proto.greedy:
+    if proto.greedy or split in HIDDEN_SPLITS:
         greedy = generate(model, tokenizer, prompts, greedy=True, max_new_tokens=proto.max_new_tokens,
                           batch_size=proto.batch_size, **tool)
-        hits = sum(reward(c[0].text, it["answer"], **params) for c, it in zip(greedy, items))
-        score.greedy, score.greedy_ci_low, score.greedy_ci_high = wilson_ci(hits, len(items))
+        score.greedy_per_item = [float(reward(c[0].text, it["answer"], **params)) for c, it in zip(greedy, items)]
+        score.greedy, score.greedy_ci_low, score.greedy_ci_high = wilson_ci(sum(score.greedy_per_item), len(items))
     score.ci_ok = score.halfwidth <= proto.max_ci_halfwidth + 1e-12
     return score

@@ -11,6 +11,11 @@ connection, one JSON line each way:
     {"op": "reward", "ids": [...], "completions": [...]}     ->  {"ok": true, "rewards": [...], "queries_left": N}
     {"op": "claim", "index": 2, "test_gain": 0.1, "ci": [0.07, 0.13]}  ->  {"ok": true}
 
+Every connection is hostile until its request arrives (rlbench/sandbox/listener.py): at most
+MAX_CONNECTIONS open at once from the sandbox (and as many from the harness's own tools), the rest
+answered with an error and closed at once, the request line due within READ_TIMEOUT_S; the counts
+go into the cell's result.
+
 `reward` exists on tasks whose answers the agent never sees (rlbench/grading/rewards.py); `claim`
 records the agent's own estimate of a submission's test gain, scored on evaluate tasks.
 
@@ -33,12 +38,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from rlbench import safefs
 from rlbench.grading.validate import validate_checkpoint
-from rlbench.harness.record import Snapshots
+from rlbench.harness.record import SnapshotError, Snapshots
 from rlbench.io import atomic_write_json, utc_now
+from rlbench.sandbox.listener import ConnectionGate, GatedUnixServer, read_request_line
 from rlbench.sandbox.runner import INSIDE_WORKSPACE, workspace_host_path
 
-MAX_REQUEST = 64 * 1024
+WRITE_TIMEOUT_S = 30.0  # a reply the peer does not read within this is dropped
 
 
 class GradingServer:
@@ -74,9 +81,14 @@ class GradingServer:
         self.socket_path = self._sock_dir / "grader.sock"
         server = self
 
-        class Handler(socketserver.StreamRequestHandler):
+        class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                line = self.rfile.readline(MAX_REQUEST)
+                line = read_request_line(self.request, server.gate.read_timeout_s)
+                if line is None:  # idle or slow: its slot goes back to the pool
+                    server.gate.note_timeout()
+                    return
+                if not line.strip():  # connected and closed without a word
+                    return
                 try:
                     request = json.loads(line)
                     reply = server.handle(request if isinstance(request, dict) else {})
@@ -84,10 +96,14 @@ class GradingServer:
                     reply = {"ok": False, "error": "send one JSON object per line: {\"op\": \"submit\" | \"status\", ...}"}
                 except Exception as exc:  # noqa: BLE001 - the grader must answer, never die
                     reply = {"ok": False, "error": f"grader error: {type(exc).__name__}: {exc}"}
-                self.wfile.write((json.dumps(reply) + "\n").encode())
+                try:
+                    self.request.settimeout(WRITE_TIMEOUT_S)
+                    self.request.sendall((json.dumps(reply) + "\n").encode())
+                except OSError:  # the peer went away or does not read: nothing more to do for it
+                    pass
 
-        self._server = socketserver.ThreadingUnixStreamServer(str(self.socket_path), Handler)
-        self._server.daemon_threads = True
+        self.gate = ConnectionGate()
+        self._server = GatedUnixServer(str(self.socket_path), Handler, self.gate)
         os.chmod(self.socket_path, 0o666)  # the sandbox runs as another uid
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -104,6 +120,20 @@ class GradingServer:
         self._server.shutdown()
         self._server.server_close()
         shutil.rmtree(self._sock_dir, ignore_errors=True)
+
+    def trust(self, pid: int) -> None:
+        """Count `pid`'s connections in the harness's pool (the agent host, whose tools call the
+        grader): a flood from the sandbox then never locks the harness's own calls out."""
+        self.gate.trusted.add(int(pid))
+
+    def alive(self) -> bool:
+        """Whether the accept loop still runs (an agent must never be able to stop it)."""
+        return self._thread.is_alive()
+
+    def connections(self) -> dict[str, Any]:
+        """What the agent's connections cost the grader: refused over the cap, timed out idle,
+        failed accepts, the most open at once; for the cell's result and integrity verdict."""
+        return self.gate.summary()
 
     def used_s(self) -> float:
         return time.monotonic() - self.started
@@ -169,9 +199,12 @@ class GradingServer:
 
     def _code_snapshot(self, message: str) -> str:
         """The workspace's code now, in the grader's own repository (the agent's snapshots are separate)."""
-        if self._code is None:
-            self._code = Snapshots(self.cell_dir / "submitted_code.git", self.workspace)
-        return self._code.commit(message) or self._code.head()
+        try:
+            if self._code is None:
+                self._code = Snapshots(self.cell_dir / "submitted_code.git", self.workspace)
+            return self._code.commit(message) or self._code.head()
+        except SnapshotError:  # the submission stands; its rerun has no code to start from
+            return ""
 
     def submit(self, path: str, recipe: str = "") -> dict[str, Any]:
         with self._lock:  # one grading at a time; the count is checked and taken under the lock
@@ -198,7 +231,7 @@ class GradingServer:
             if verdict and verdict.ok:
                 record.update(checkpoint=verdict.path, checkpoint_hash=verdict.checkpoint_hash,
                               size_bytes=verdict.size_bytes, submitted_path=self._relative(path),
-                              recipe=recipe or self.recipes.get(str(self.host_path(path).resolve()), ""),
+                              recipe=recipe or self.recipes.get(self._relative(path), ""),
                               code=self._code_snapshot(f"submission {index}"))
                 try:
                     dev = self.dev_score(verdict.path)
@@ -215,9 +248,10 @@ class GradingServer:
         return reply
 
     def _relative(self, path: str) -> str:
+        """The path relative to the workspace, links not resolved (resolving would follow them)."""
         try:
-            return str(self.host_path(path).resolve().relative_to(self.workspace))
-        except ValueError:
+            return safefs.relative_to_root(self.host_path(path), self.workspace)
+        except safefs.UnsafePath:
             return path
 
     def sweep(self, path: str) -> dict[str, Any]:
@@ -241,7 +275,7 @@ class GradingServer:
                 return {"ok": False, "error": reply["error"]}
             best = reply.get("best")
             if best and best.get("checkpoint"):
-                self.recipes[str((self.workspace / best["checkpoint"]).resolve())] = best["command"]
+                self.recipes[self._relative(best["checkpoint"])] = best["command"]
             record = {"index": index, "path": path, "t": round(self.used_s(), 1), "time": utc_now(),
                       "ok": bool(reply.get("ok")), "best": best, "trials": len(reply.get("trials", [])),
                       "seconds": reply.get("seconds"), "cpu_s": reply.get("cpu_s"), "error": reply.get("error", "")}
@@ -277,13 +311,20 @@ def request(address: str, payload: dict[str, Any], timeout: float = 3600.0) -> d
             s.connect(address)
         except OSError as exc:
             return {"ok": False, "error": f"cannot reach the grading server at {address}: {exc}"}
-        s.sendall((json.dumps(payload) + "\n").encode())
         data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        try:  # a server that refuses (too many connections) answers one line and closes: read what came
+            s.sendall((json.dumps(payload) + "\n").encode())
+        except OSError:
+            pass
+        try:
+            while not data.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError as exc:
+            if not data:
+                return {"ok": False, "error": f"the grading server did not answer: {type(exc).__name__}: {exc}"}
     try:
         return json.loads(data)
     except json.JSONDecodeError:

@@ -1,9 +1,10 @@
 """Is a submitted checkpoint one the harness will grade? Checked on a harness-owned copy.
 
 The agent keeps writing its workspace while the grader works, so the checkpoint is first copied
-out (links checked before the copy, and resolved by it), and every later check runs on the copy.
-A checkpoint must: be a folder inside the workspace, hold no link that leads out of it, stay under
-the size limit, load with `from_pretrained`, carry the base model's tokenizer (same vocabulary) and
+out (rlbench/safefs.py: no link followed, regular files only, sizes counted while copying), and
+every later check runs on the copy. A checkpoint must: be a folder inside the workspace, hold only
+plain files and folders (no links, FIFOs, sockets or devices), stay under the size and file-count
+limits, load with `from_pretrained`, carry the base model's tokenizer (same vocabulary) and
 architecture family (same `model_type`), have only finite weights, and descend from the base model
 (rlbench/integrity/lineage.py: a fresh or swapped model is refused).
 """
@@ -11,10 +12,13 @@ architecture family (same `model_type`), have only finite weights, and descend f
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+from rlbench import safefs
+
+MAX_FILES = 1000  # a Hugging Face checkpoint folder holds a dozen; sharded large models some hundreds
 
 
 @dataclass
@@ -26,39 +30,10 @@ class Verdict:
     size_bytes: int = 0
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
-
-
-def _scan(src: Path, workspace: Path, max_bytes: int) -> tuple[str, int]:
-    """(reason to refuse or '', total bytes), without following links out of the workspace."""
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            if p.is_symlink():
-                target = Path(os.path.realpath(p))
-                if not _inside(target, workspace):
-                    return f"'{p.relative_to(src)}' is a link that points outside the workspace ({os.readlink(p)})", total
-                if target.is_dir():
-                    return f"'{p.relative_to(src)}' is a link to a folder; submit plain files", total
-            if name in filenames:
-                try:
-                    total += p.stat().st_size
-                except OSError as exc:
-                    return f"cannot read '{p.relative_to(src)}': {exc}", total
-                if total > max_bytes:
-                    return f"checkpoint is larger than the limit of {max_bytes / 1e6:.0f} MB", total
-    return "", total
-
-
 def tree_hash(path: Path) -> str:
+    """Every file of a harness-owned copy, names and bytes (a copy holds regular files only)."""
     h = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
         h.update(str(file.relative_to(path)).encode())
         with open(file, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -66,27 +41,35 @@ def tree_hash(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def validate_checkpoint(src: Path, workspace: Path, base_model: Path, copy_to: Path, max_bytes: int) -> Verdict:
-    """Copy `src` to `copy_to` and check the copy; `copy_to` is removed again when refused."""
-    src = Path(src)
-    if src.is_symlink() or not _inside(src, workspace):
-        return Verdict(False, f"'{src}' is not inside the workspace")
-    if not src.is_dir():
-        return Verdict(False, f"'{src}' is not a folder (submit the folder save_pretrained wrote)" if src.exists()
-                       else f"'{src}' does not exist")
-    reason, size = _scan(src, workspace, max_bytes)
-    if reason:
-        return Verdict(False, reason, size_bytes=size)
+def validate_checkpoint(src: Path, workspace: Path, base_model: Path, copy_to: Path, max_bytes: int,
+                        max_files: int = MAX_FILES) -> Verdict:
+    """Copy `src` to `copy_to` and check the copy; `copy_to` is removed again when refused.
+
+    Copy first, then validate: the copy takes regular files and folders only, reached without
+    following any link (a link anywhere refuses the checkpoint), counting bytes and files as it
+    reads, so every later check and the score see exactly the bytes that were copied, whatever the
+    agent swaps in the workspace meanwhile."""
+    workspace = Path(workspace)
     try:
-        shutil.copytree(src, copy_to, symlinks=False)
-    except (OSError, shutil.Error) as exc:
+        rel = safefs.relative_to_root(src, workspace)
+    except safefs.UnsafePath:
+        return Verdict(False, f"'{src}' is not inside the workspace")
+    if rel in ("", "."):
+        return Verdict(False, "submit a checkpoint folder inside the workspace, not the workspace itself")
+    try:
+        size = safefs.copy_tree(workspace, rel, Path(copy_to), max_bytes, max_files)
+    except safefs.CopyRefused as exc:
+        return Verdict(False, f"checkpoint refused: {exc}")
+    except FileNotFoundError:
+        return Verdict(False, f"'{src}' does not exist")
+    except OSError as exc:
         shutil.rmtree(copy_to, ignore_errors=True)
-        return Verdict(False, f"cannot copy the checkpoint: {exc}", size_bytes=size)
-    reason = _check_model(copy_to, base_model)
+        return Verdict(False, f"'{src}' cannot be copied: {exc.strerror or exc}")
+    reason = _check_model(Path(copy_to), base_model)
     if reason:
         shutil.rmtree(copy_to, ignore_errors=True)
         return Verdict(False, reason, size_bytes=size)
-    return Verdict(True, "", str(copy_to), tree_hash(copy_to), size)
+    return Verdict(True, "", str(copy_to), tree_hash(Path(copy_to)), size)
 
 
 def _check_model(path: Path, base_model: Path) -> str:
@@ -102,6 +85,11 @@ def _check_model(path: Path, base_model: Path) -> str:
     base_config = AutoConfig.from_pretrained(base_model)
     if config.model_type != base_config.model_type:
         return f"architecture family '{config.model_type}' differs from the base model's '{base_config.model_type}'"
+    from rlbench.integrity.lineage import config_changes
+
+    changed = config_changes(config, base_config)
+    if changed:  # the same weights under another configuration compute other numbers
+        return f"config.json differs from the base model's in {changed}: only the weights may change"
     try:
         tok = AutoTokenizer.from_pretrained(path)
     except Exception as exc:  # noqa: BLE001

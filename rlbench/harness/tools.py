@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlbench import safefs
 from rlbench.grading.server import request
 from rlbench.harness.record import Snapshots, Trajectory, running
-from rlbench.harness.workspace import give_to_sandbox
+from rlbench.harness.workspace import sandbox_owner
 from rlbench.io import utc_now
 from rlbench.sandbox.runner import Sandbox, SandboxConfig, workspace_host_path
 
@@ -78,10 +79,15 @@ class ToolBox:
         self.calls += 1
         seconds = time.monotonic() - t0
         cpu = _children_cpu() - cpu0
-        commit = self.snapshots.commit(f"{self.calls}: {tool}") if changed else None
+        commit, snapshot_error = None, ""
+        if changed:  # a snapshot that fails (a hostile tree, a git timeout) never loses the call's record
+            try:
+                commit = self.snapshots.commit(f"{self.calls}: {tool}")
+            except Exception as exc:  # noqa: BLE001
+                snapshot_error = f"{type(exc).__name__}: {exc}"[:300]
         self.trajectory.add({"tool": tool, "args": args, "result": result, "seconds": round(seconds, 3),
                              "cpu_s": round(cpu, 2), "snapshot": commit, "ok": bool(result.get("ok")),
-                             "time": utc_now()})
+                             "time": utc_now(), **({"snapshot_error": snapshot_error} if snapshot_error else {})})
         return result
 
     def _spent(self, tool: str, args: dict[str, Any], t0: float, cpu0: float) -> dict[str, Any]:
@@ -89,13 +95,15 @@ class ToolBox:
         return self._record(tool, args, {"ok": False, "error": "the budget is spent"}, t0, cpu0, False)
 
     # paths ------------------------------------------------------------------------------------
-    def host_path(self, path: str) -> Path:
-        """A path inside the workspace (relative, /workspace/..., or the host path) -> host path;
-        refuses anything that resolves outside the workspace."""
-        real = Path(os.path.realpath(workspace_host_path(self.workspace, path)))
-        if real != self.workspace and self.workspace not in real.parents:
-            raise PermissionError(f"'{path}' is outside the workspace")
-        return real
+    def relative(self, path: str) -> str:
+        """A path as the agent names it (relative, /workspace/..., or the host path) -> the path
+        relative to the workspace, without resolving links (resolving follows them); '..' and
+        paths outside are refused. The file is then reached through rlbench/safefs.py, which
+        refuses a link on any part of the way."""
+        try:
+            return safefs.relative_to_root(workspace_host_path(self.workspace, path), self.workspace)
+        except safefs.UnsafePath:
+            raise PermissionError(f"'{path}' is outside the workspace") from None
 
     # tools ------------------------------------------------------------------------------------
     def exec(self, command: str, timeout: float | None = None) -> dict[str, Any]:
@@ -105,13 +113,15 @@ class ToolBox:
     def python(self, code: str, timeout: float | None = None) -> dict[str, Any]:
         """Run Python code in the sandbox (saved under .rlbench/tool/ in the workspace)."""
         self._py += 1
-        folder = self.workspace / ".rlbench" / "tool"
-        folder.mkdir(parents=True, exist_ok=True)
-        script = folder / f"py_{self._py:04d}.py"
-        script.write_text(code)
-        give_to_sandbox(folder.parent, folder, script)
-        rel = script.relative_to(self.workspace)
-        return self._sandboxed("python", {"code": code, "timeout": timeout}, f"python {self.sandbox.root}/{rel}", timeout)
+        rel = f".rlbench/tool/py_{self._py:04d}.py"
+        args = {"code": code, "timeout": timeout}
+        try:  # the agent may have planted links or special files on that path: written without following them
+            safefs.write_text(self.workspace, rel, code, owner=sandbox_owner(), dir_owner=sandbox_owner())
+        except OSError as exc:
+            t0 = time.monotonic()
+            return self._record("python", args, {"ok": False, "error": f"cannot save the script at {rel}: {exc}"},
+                                t0, _children_cpu(), False)
+        return self._sandboxed("python", args, f"python {self.sandbox.root}/{rel}", timeout)
 
     def _sandboxed(self, tool: str, args: dict[str, Any], command: str, timeout: float | None) -> dict[str, Any]:
         t0, cpu0 = time.monotonic(), _children_cpu()
@@ -131,13 +141,14 @@ class ToolBox:
     def read(self, path: str, max_bytes: int = READ_LIMIT) -> dict[str, Any]:
         t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path}
         try:
-            p = self.host_path(path)
-            if p.is_dir():
-                result = {"ok": True, "entries": sorted(e.name + ("/" if e.is_dir() else "") for e in p.iterdir())}
+            rel = self.relative(path)
+            listing = safefs.list_dir(self.workspace, rel)
+            if listing is not None:
+                result = {"ok": True, "entries": listing}
             else:
-                data = p.read_bytes()
-                result = {"ok": True, "content": data[:max_bytes].decode("utf-8", "replace"),
-                          "truncated": len(data) > max_bytes, "bytes": len(data)}
+                data, size = safefs.read_head(self.workspace, rel, min(max_bytes, READ_LIMIT))
+                result = {"ok": True, "content": data.decode("utf-8", "replace"), "truncated": size > len(data),
+                          "bytes": size}
         except (OSError, PermissionError) as exc:
             result = {"ok": False, "error": str(exc)}
         return self._record("read", args, result, t0, cpu0, False)
@@ -145,10 +156,8 @@ class ToolBox:
     def write(self, path: str, content: str) -> dict[str, Any]:
         t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path, "content": content}
         try:
-            p = self.host_path(path)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(content)
-            give_to_sandbox(p.parent, p)
+            safefs.write_text(self.workspace, self.relative(path), content, owner=sandbox_owner(),
+                              dir_owner=sandbox_owner())
             result = {"ok": True, "bytes": len(content.encode())}
         except (OSError, PermissionError) as exc:
             result = {"ok": False, "error": str(exc)}

@@ -33,13 +33,19 @@ main()
 """
 
 
+def sandbox_owner() -> int | None:
+    """The uid files the harness writes for the agent get (None: not root, they stay the user's)."""
+    return SANDBOX_UID if os.geteuid() == 0 else None
+
+
 def give_to_sandbox(*paths: Path) -> None:
-    """Files the harness writes for the agent belong to the sandbox uid, like the rest of it."""
+    """Files the harness writes for the agent belong to the sandbox uid, like the rest of it. A
+    link is changed itself, never what it points to (the agent may have planted it)."""
     if os.geteuid() != 0:
         return
     for p in paths:
         with contextlib.suppress(OSError):  # a file the agent already removed
-            os.chown(p, SANDBOX_UID, SANDBOX_UID)
+            os.chown(p, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -110,6 +116,30 @@ def answers_hidden(task: TaskConfig) -> bool:
     from rlbench.tasks.spec import RewardAccess
 
     return task.reward.access == RewardAccess.endpoint
+
+
+def answer_code(task: TaskConfig) -> list[str]:
+    """What an endpoint task's sandbox shows empty (SandboxConfig.hide): the task generator's
+    module, which labels any prompt (words.apply, a sum, a text game's shortest walk) and would let
+    an agent compute train rewards without the counted endpoint. Nothing the sandbox runs imports
+    it (the SDK, the reference pipelines, rewards and tools never do). The reward modules stay:
+    each only compares a completion with an answer it is given (game_win replays the game on
+    rlbench.envs, which the tool loop itself needs), and `rlbench.rewards` imports them all. A
+    task folder's `file.py` generator needs nothing: no sandbox mounts task folders."""
+    import importlib.util
+
+    from rlbench.data.generators import generator_module
+    from rlbench.tasks.spec import DataSource
+
+    name = generator_module(task.data.generator)
+    if not answers_hidden(task) or task.data.source != DataSource.generator or not name:
+        return []
+    try:
+        spec = importlib.util.find_spec(name)
+    except ImportError:  # validated when the task loaded; nothing there to hide
+        return []
+    origin = Path(spec.origin) if spec is not None and spec.origin else None
+    return [str(origin.resolve())] if origin is not None and origin.is_file() else []
 
 
 PRETRAIN_ONLY = ("trace",)  # a generator's pretraining text (a worked solution): never shown
@@ -196,8 +226,9 @@ def build_workspace(root: Path, task: TaskConfig, task_folder: Path, base_model:
     (root / "data").mkdir()
     write_jsonl(root / "data" / "train.jsonl", visible_items(task, train))
     write_jsonl(root / "data" / "dev.jsonl", visible_items(task, dev))
-    shutil.copytree(base_model, root / "model", symlinks=False,
-                    ignore=shutil.ignore_patterns("*.lock", "rlbench_meta.json"))
+    from rlbench.models.zoo import META_FILE  # a zoo build's record names its corpus generator, params and seed
+
+    shutil.copytree(base_model, root / "model", symlinks=False, ignore=shutil.ignore_patterns("*.lock", META_FILE))
     starter = task_folder / "starter"
     if starter.is_dir():
         shutil.copytree(starter, root, dirs_exist_ok=True)
@@ -226,7 +257,7 @@ def give_tree_to_sandbox(root: Path) -> None:
     """As root, hand a whole folder to the sandbox uid: the workspace is its only writable place."""
     if os.geteuid() != 0:
         return
-    for dirpath, dirnames, filenames in os.walk(root):
-        os.chown(dirpath, SANDBOX_UID, SANDBOX_UID)
-        for name in filenames:
-            os.chown(os.path.join(dirpath, name), SANDBOX_UID, SANDBOX_UID)
+    for dirpath, dirnames, filenames in os.walk(root):  # os.walk does not descend into links
+        os.chown(dirpath, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            os.chown(os.path.join(dirpath, name), SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)

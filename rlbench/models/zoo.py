@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,7 +66,8 @@ def param_count(model: Any) -> int:
 
 
 def weights_hash(folder: Path) -> str:
-    """A content hash of a checkpoint's weights and tokenizer: the identity used in cache keys."""
+    """A content hash of a checkpoint's weights and tokenizer: the build a result names. Not a
+    cache key: other files change scores too (`files_hash` is the key)."""
     h = hashlib.sha256()
     files = sorted(p for p in Path(folder).iterdir()
                    if p.suffix in (".safetensors", ".bin") or p.name in ("tokenizer.json", "config.json"))
@@ -76,6 +79,38 @@ def weights_hash(folder: Path) -> str:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()[:16]
+
+
+def files_hash(folder: Path) -> str:
+    """Every regular file under `folder`, by relative name, size and bytes: a checkpoint's identity
+    as the harness scores it. Any file `from_pretrained` reads can change a score (a
+    generation_config.json with min_p does, with the same weights), so none is left out. Never
+    follows a link: a link or any other entry that is not a plain file or folder raises
+    ConfigError (a harness-owned copy holds none)."""
+    root = Path(folder)
+    h = hashlib.sha256()
+    entries = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode):
+                continue
+            if not stat.S_ISREG(mode):
+                raise ConfigError(f"{folder}: '{path.relative_to(root)}' is not a plain file")
+            entries.append(path)
+    if not entries:
+        raise ConfigError(f"{folder} holds no files")
+    for path in sorted(entries, key=lambda p: p.relative_to(root).as_posix()):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ConfigError(f"{folder}: '{path.relative_to(root)}' is not a plain file")
+            name = path.relative_to(root).as_posix().encode()
+            h.update(len(name).to_bytes(8, "big") + name + os.fstat(fh.fileno()).st_size.to_bytes(8, "big"))
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:24]
 
 
 def build(recipe: ModelRecipe, force: bool = False) -> Path:
@@ -176,4 +211,7 @@ def load_model(ref: str, device: str = "cpu", dtype: Any = None, build_missing: 
     tokenizer.padding_side = "left"
     model.to(device)
     model.eval()
+    from rlbench.engines.hf_generate import harness_generation
+
+    harness_generation(model)  # the checkpoint's generation_config.json never steers the harness's sampling
     return model, tokenizer, resolved

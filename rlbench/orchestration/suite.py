@@ -9,8 +9,9 @@ at once. Everything lands in one suite folder:
     SUITE_DIR/cells/<key>/        one folder per cell (key: agent-task-sSEED), result.json inside
     SUITE_DIR/results.json        every cell's result, when the suite ends
 
-`resume=SUITE_DIR` reads suite.json, keeps every cell whose result.json has a final status, moves
-unfinished or crashed cells aside (`<key>.attempt-N`, for the record) and runs them again from a
+`resume=SUITE_DIR` reads suite.json, keeps every cell whose result.json has a final status (a crash
+the agent caused is final: a rerun would be a free retry), moves unfinished cells and those the
+harness crashed aside (`<key>.attempt-N`, for the record) and runs them again from a
 fresh workspace. Cells are deterministic given their seed, so a killed-and-resumed suite ends with
 the same table as one that ran through.
 """
@@ -31,7 +32,7 @@ from rlbench.orchestration.ray_session import ensure_ray
 from rlbench.progress import info
 from rlbench.scoring.suite import score_suite, scores_csv
 
-FINAL = ("ok", "no_submission", "invalid_submission", "budget_exceeded")
+FINAL = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "harness_broken")
 
 
 @dataclass
@@ -57,7 +58,7 @@ class RunSpec(CellConfig):
     resume: str = ""  # a suite folder to finish
     cell_cpus: float = 2.0  # Ray resources each cell reserves (its agent's commands run inside them)
     cell_gpus: float = 0.0
-    rerun_crashed: bool = True  # on resume, also rerun cells that ended `crashed`
+    rerun_crashed: bool = True  # on resume, also rerun cells the harness crashed (never those the agent crashed)
     robustness: RobustnessStage = field(default_factory=RobustnessStage)
     reports: bool = True  # a run report per cell and the suite's leaderboard (HTML, JSON, CSV) at the end
 
@@ -125,9 +126,17 @@ def _finished(cell_dir: Path, rerun_crashed: bool) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     status = result.get("status")
-    if status in FINAL or (status == "crashed" and not rerun_crashed):
+    if status in FINAL or (status == "crashed" and (not rerun_crashed or agent_crashed(result))):
         return result
     return None
+
+
+def agent_crashed(result: dict[str, Any]) -> bool:
+    """Whether a `crashed` cell is the agent's doing (it raised, or its process died): such a cell
+    is final. Results from before `crash_by` existed are read by their reason."""
+    if result.get("crash_by"):
+        return result["crash_by"] == "agent"
+    return str(result.get("reason", "")).startswith(("the agent raised", "the agent process died"))
 
 
 def _set_aside(cell_dir: Path) -> None:
@@ -207,7 +216,8 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
                 c = by_key[key]
                 results[key] = _finished(suite_dir / "cells" / key, False) or {
                     "cell": key, "agent": c.agent, "task": c.task, "seed": c.seed, "sandboxed": c.sandbox == "bwrap",
-                    "status": "crashed", "reason": f"cell task failed: {type(exc).__name__}: {exc}"[:500]}
+                    "status": "crashed", "crash_by": "harness",
+                    "reason": f"cell task failed: {type(exc).__name__}: {exc}"[:500]}
             r = results[key]
             info(f"suite {suite_dir.name}: {key}: {r['status']} ({len(results)} of {len(keys)} done)")
     if spec.robustness.seeds:

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from rlbench import safefs
 from rlbench.harness.record import read_trajectory
 from rlbench.io import read_json
 from rlbench.reports.methods import detect_methods
@@ -39,12 +40,23 @@ def timeline(trajectory: list[dict[str, Any]], started: str | None) -> list[dict
     return rows
 
 
+MAX_WALK = 200_000  # entries looked at in a workspace
+MAX_RUNS = 200  # step logs read
+MAX_STEPS_BYTES = 16 * 1024 * 1024  # one step log
+
+
 def training_runs(workspace: Path) -> list[dict[str, Any]]:
     """Every steps.jsonl a training run left in the workspace (runs/, sweeps/, anywhere)."""
     runs = []
-    for path in sorted(Path(workspace).rglob("steps.jsonl")):
+    workspace = Path(workspace)
+    found = sorted(f.rel for f in safefs.walk_files(workspace, max_files=MAX_WALK, skip_dirs=("model", ".git"))
+                   if f.rel.rsplit("/", 1)[-1] == "steps.jsonl")
+    for rel in found[:MAX_RUNS]:
+        text = safefs.try_read_text(workspace, rel, MAX_STEPS_BYTES)  # the agent's file: no links, no FIFOs, capped
+        if text is None:
+            continue
         rows = []
-        for line in path.read_text(errors="replace").splitlines():
+        for line in text.splitlines():
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
@@ -53,7 +65,7 @@ def training_runs(workspace: Path) -> list[dict[str, Any]]:
                 rows.append(rec)
         if rows:
             curves = {k: [[r["step"], r[k]] for r in rows if isinstance(r.get(k), (int, float))] for k in CURVE_KEYS}
-            runs.append({"run": path.parent.relative_to(workspace).as_posix(), "steps": len(rows),
+            runs.append({"run": rel.rsplit("/", 1)[0] if "/" in rel else ".", "steps": len(rows),
                          "curves": {k: v for k, v in curves.items() if v}})
     return runs
 
@@ -69,7 +81,7 @@ def code_revisions(cell_dir: Path) -> dict[str, Any]:
     """From the agent's snapshot repository: commits, files touched, lines added and removed."""
     git_dir = cell_dir / "snapshots.git"
     if not git_dir.is_dir():
-        return {"commits": 0, "files": [], "added": 0, "removed": 0}
+        return {"commits": 0, "files": [], "added": 0, "removed": 0, "output_files": 0, "log": []}
 
     def git(*args: str) -> str:
         return subprocess.run(["git", "-c", "safe.directory=*", f"--git-dir={git_dir}", *args], capture_output=True,
@@ -77,7 +89,7 @@ def code_revisions(cell_dir: Path) -> dict[str, Any]:
 
     root = git("rev-list", "--max-parents=0", "HEAD").split()
     if not root:
-        return {"commits": 0, "files": [], "added": 0, "removed": 0}
+        return {"commits": 0, "files": [], "added": 0, "removed": 0, "output_files": 0, "log": []}
     since = [f"{root[0]}..HEAD"]  # the first commit is the workspace as the harness gave it
     commits = [line for line in git("log", "--format=%h %s", *since).splitlines() if line]
     touched: dict[str, dict[str, int]] = {}
@@ -118,6 +130,7 @@ def build_cell_report(cell_dir: Path) -> dict[str, Any]:
         "started": result.get("started"), "finished": result.get("finished"), "cell_seconds": result.get("cell_seconds"),
         "budget": result.get("budget", {}), "baseline": result.get("baseline", {}), "scores": result.get("scores", {}),
         "gains": result.get("gains", {}), "vs_baseline_config": result.get("vs_baseline_config"),
+        "sampling_only_gain": result.get("sampling_only_gain"),  # a sampled gain with no greedy gain
         "capabilities": result.get("capabilities", {}), "robustness": result.get("robustness"),
         "sweeps": result.get("sweeps", []), "wave": result.get("wave") or "",
         "integrity": result.get("integrity"), "dev_test_gap": result.get("dev_test_gap"),

@@ -1,5 +1,6 @@
 """`rlbench leaderboard SUITE_DIR`: agents x tasks with score, gain, 95% interval, normalized score
-and significance, as HTML (sortable, filterable, with plots), CSV and JSON."""
+and significance, the greedy gain beside the sampled one and the cells whose sampled gain came with
+no greedy gain (sharper sampling, not RL), as HTML (sortable, filterable, with plots), CSV and JSON."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from rlbench.reports.html import figure_div, render
 from rlbench.scoring.seeds import across_seeds
 from rlbench.scoring.suite import score_suite
 
-COLUMNS = ("agent", "task", "seeds", "ok", "test", "abs_gain", "ci_low", "ci_high", "significant", "normalized",
+COLUMNS = ("agent", "task", "seeds", "ok", "test", "abs_gain", "ci_low", "ci_high", "significant", "greedy_gain",
+           "sampling_only", "normalized",
            "heldout_gain", "dev_test_gap", "anytime_gain", "gain_per_cpu_hour", "integrity", "reward_hacking",
            "budget_used_s")
 SEVERITY = ("clean", "suspicious", "violated")
@@ -57,13 +59,15 @@ def leaderboard_rows(suite_dir: Path) -> tuple[list[dict[str, Any]], list[dict[s
             row.update(abs_gain=m["abs_gain"], ci_low=m["abs_ci"][0], ci_high=m["abs_ci"][1], significant=m["significant"])
         else:
             row.update(abs_gain=None, ci_low=None, ci_high=None, significant=None)
-        for key in ("test", "normalized", "heldout_gain", "budget_used_s", "dev_test_gap", "anytime_gain",
+        for key in ("test", "greedy_gain", "normalized", "heldout_gain", "budget_used_s", "dev_test_gap", "anytime_gain",
                     "gain_per_cpu_hour"):
             values = [m[key] for m in members if m.get(key) is not None]
             row[key] = sum(values) / len(values) if values else None
         row["integrity"] = _worst(members)
         flags = [m for m in members if m.get("reward_hacking")]
         row["reward_hacking"] = f"{len(flags)}/{len(members)}" if flags else ("none" if members else None)
+        sampled_only = [m for m in members if m.get("sampling_only")]
+        row["sampling_only"] = f"{len(sampled_only)}/{len(members)}" if sampled_only else ("none" if members else None)
         rows.append(row)
     rows.sort(key=lambda r: (r["task"], -(r["abs_gain"] if r["abs_gain"] is not None else -1e9)))
     return rows, cells

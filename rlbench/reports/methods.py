@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from rlbench import safefs
+
 METHODS: dict[str, list[str]] = {
     "GRPO": [r"\bgrpo\b", r"group_advantages", r"group_size", r"advantages?\s*=.*(mean|std)\("],
     "PPO": [r"\bppo\b", r"clip_eps|cliprange|clip_range", r"value_head|value_loss|\bgae\b"],
@@ -25,15 +27,23 @@ SKIP_DIRS = {"model", "data", ".rlbench", "__pycache__", "checkpoint"}
 MAX_EVIDENCE = 5
 
 
+MAX_FILE_BYTES = 1_000_000
+MAX_FILES = 2000
+
+
 def agent_code_files(workspace: Path) -> list[Path]:
+    """The agent's code files: regular files only, found without following links (the workspace is
+    the agent's), small ones, at most MAX_FILES."""
     files = []
-    for p in sorted(Path(workspace).rglob("*")):
-        rel = p.relative_to(workspace)
-        if (p.is_file() and p.suffix in CODE_SUFFIXES and rel.as_posix() not in NOT_AGENT_CODE
+    for f in safefs.walk_files(Path(workspace), max_files=200_000, skip_dirs=(".git",)):
+        rel = Path(f.rel)
+        if (rel.suffix in CODE_SUFFIXES and f.rel not in NOT_AGENT_CODE
                 and not any(part in SKIP_DIRS or part.startswith("checkpoint") for part in rel.parts[:-1])
-                and p.name not in ("steps.jsonl", "summary.json", "result.json") and p.stat().st_size < 1_000_000):
-            files.append(p)
-    return files
+                and rel.name not in ("steps.jsonl", "summary.json", "result.json") and f.size < MAX_FILE_BYTES):
+            files.append(Path(workspace) / rel)
+            if len(files) >= MAX_FILES:
+                break
+    return sorted(files)
 
 
 def detect_methods(workspace: Path, commands: Sequence[tuple[int, str]] = ()) -> dict[str, dict[str, Any]]:
@@ -43,10 +53,10 @@ def detect_methods(workspace: Path, commands: Sequence[tuple[int, str]] = ()) ->
     found: dict[str, dict[str, Any]] = {}
     sources: list[tuple[str, list[str]]] = []
     for path in agent_code_files(workspace):
-        try:
-            sources.append((path.relative_to(workspace).as_posix(), path.read_text(errors="replace").splitlines()))
-        except OSError:
-            continue
+        rel = path.relative_to(workspace).as_posix()
+        text = safefs.try_read_text(Path(workspace), rel, MAX_FILE_BYTES)
+        if text is not None:
+            sources.append((rel, text.splitlines()))
     sources += [(f"command of tool call {step}", [cmd]) for step, cmd in commands]
     for rel, lines in sources:
         for method, patterns in compiled.items():

@@ -22,8 +22,11 @@ from typing import Iterable
 from urllib.parse import urlsplit
 
 from rlbench.io import utc_now
+from rlbench.sandbox.listener import ConnectionGate, GatedUnixServer, read_until
 
 INSIDE_EGRESS = "/run/rlbench/egress.sock"
+MAX_TUNNELS = 64  # connections through the proxy at once (an LLM client keeps a few open)
+HEAD_TIMEOUT_S = 10.0
 BRIDGE_PORT = 18080
 
 
@@ -53,8 +56,9 @@ class EgressProxy:
             def handle(self) -> None:
                 proxy._serve(self.request)
 
-        self._server = socketserver.ThreadingUnixStreamServer(str(self.socket_path), Handler)
-        self._server.daemon_threads = True
+        # the sandbox may flood the proxy like the grader: capped, and a request head is due in time
+        self.gate = ConnectionGate(max_connections=MAX_TUNNELS, read_timeout_s=HEAD_TIMEOUT_S)
+        self._server = GatedUnixServer(str(self.socket_path), Handler, self.gate)
         os.chmod(self.socket_path, 0o666)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -71,12 +75,13 @@ class EgressProxy:
             f.write(json.dumps({"time": utc_now(), **entry}) + "\n")
 
     def _serve(self, client: socket.socket) -> None:
-        head = b""
-        while b"\r\n\r\n" not in head and len(head) < 65536:
-            chunk = client.recv(4096)
-            if not chunk:
-                return
-            head += chunk
+        head = read_until(client, b"\r\n\r\n", self.gate.read_timeout_s, 65536)
+        if head is None:
+            self.gate.note_timeout()
+            return
+        if b"\r\n\r\n" not in head:
+            return  # closed or over the limit before the head ended
+        client.settimeout(None)
         line = head.split(b"\r\n", 1)[0].decode("latin-1")
         parts = line.split()
         if len(parts) != 3:

@@ -8,9 +8,10 @@ builds, grader state), other cells, the network (`--unshare-net`: loopback only)
 unprivileged uid (65534) when the harness is root, because the kernel never applies RLIMIT_NPROC to
 root and a fork bomb must hit a ceiling (bwrap itself runs as root then, so it can bind a Python
 that lives under a 0700 /root, and `setpriv` drops to 65534 inside; as a normal user bwrap runs
-unprivileged in a user namespace and the user's own uid carries the limit); memory (RLIMIT_AS), file size, process count and CPU time
-are rlimits inherited through bwrap. The wall clock kills the whole sandbox: bwrap's
-`--die-with-parent` and its own PID namespace take every descendant down with it.
+unprivileged in a user namespace and the user's own uid carries the limit); memory (RLIMIT_AS), file size,
+process count, CPU time and open files (RLIMIT_NOFILE, against a socket flood at the grader) are rlimits
+inherited through bwrap. The wall clock kills the whole sandbox: bwrap's `--die-with-parent` and its
+own PID namespace take every descendant down with it.
 
 `mode=none` runs the same command directly on the host, with the same rlimits and clock but no
 isolation; the harness marks every result it produces as unsandboxed.
@@ -48,6 +49,7 @@ class SandboxConfig:
     mode: str = "bwrap"  # bwrap | none (none: no isolation, results marked unsandboxed)
     memory_gb: float = 8.0  # address space per process
     max_processes: int = 512  # per sandbox uid (threads count too: torch and tokenizers start some)
+    max_open_files: int = 4096  # descriptors per process (RLIMIT_NOFILE): bounds a socket flood from each one
     max_file_gb: float = 2.0  # largest single file
     disk_gb: float = 4.0  # the whole workspace, watched while a command runs
     cpu_seconds: int = 0  # per process; 0: the cell's budget times its cpus
@@ -64,6 +66,7 @@ class SandboxConfig:
             check(Path(path).is_absolute() and Path(path).exists(), "sandbox.hide", path, "an existing absolute path")
         check(self.memory_gb > 0, "sandbox.memory_gb", self.memory_gb, "> 0")
         check(self.max_processes >= 16, "sandbox.max_processes", self.max_processes, ">= 16")
+        check(self.max_open_files >= 256, "sandbox.max_open_files", self.max_open_files, ">= 256")
         check(self.disk_gb > 0, "sandbox.disk_gb", self.disk_gb, "> 0")
 
 
@@ -228,7 +231,9 @@ class Sandbox:
             elif p.is_dir():
                 args += ["--ro-bind", str(p), str(p)]
         args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-                 "--size", str(self.cfg.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+                 # private, size-capped and writable by the sandbox uid (sticky, like the host's)
+                 "--perms", "1777", "--size", str(self.cfg.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+                 "--perms", "1777", "--size", str(self.cfg.tmp_mb * 1024 * 1024), "--tmpfs", "/dev/shm"]
         made: set[str] = set()
 
         def parents(path: str) -> list[str]:  # bwrap would create them 0700 root: unreadable for uid 65534
@@ -257,6 +262,9 @@ class Sandbox:
         resource.setrlimit(resource.RLIMIT_NPROC, (self.cfg.max_processes,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds,) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # never above the harness's own ceiling
+        files = self.cfg.max_open_files if hard == resource.RLIM_INFINITY else min(self.cfg.max_open_files, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
 
     def run(self, command: str | Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> ExecResult:
         """Run `command` (a shell string, or an argv list) until it exits or `timeout` seconds pass."""

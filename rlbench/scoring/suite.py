@@ -1,6 +1,7 @@
 """A suite's scores: every cell's gains with intervals, normalized against the null and reference
 agents of the same task and seed, capability metrics, robustness, and per agent x task aggregates
-across seeds. Written to SUITE/scores.json and SUITE/scores.csv."""
+across seeds. Written to SUITE/scores.json and SUITE/scores.csv. The greedy gain stands beside the
+sampled one, with the flag of a cell whose sampled gain came with no greedy gain."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ def _test_gain(r: dict[str, Any] | None) -> float | None:
     if g is not None:
         return g["abs"]
     # a finished cell without a graded submission scores as the base model, like the null agent
-    return 0.0 if r and r.get("status") in ("no_submission", "invalid_submission", "budget_exceeded") else None
+    # (harness_broken too: an agent that broke the harness never gains by it)
+    return 0.0 if r and r.get("status") in ("no_submission", "invalid_submission", "budget_exceeded",
+                                            "harness_broken") else None
 
 
 def _ratio(x: float | None, lo: float | None, hi: float | None) -> float | None:
@@ -27,6 +30,16 @@ def _ratio(x: float | None, lo: float | None, hi: float | None) -> float | None:
     if x is None or lo is None or hi is None or hi - lo <= 1e-9:
         return None
     return (x - lo) / (hi - lo)
+
+
+def _greedy(test: dict[str, Any] | None, flag: dict[str, Any] | None) -> dict[str, Any]:
+    """The paired greedy test gain beside the sampled one, and the sampling-only flag (a sampled
+    gain with no greedy gain: sharper sampling, not RL)."""
+    g = (test or {}).get("greedy")
+    return {"greedy_gain": g["abs"] if g else None, "greedy_ci": [g["ci_low"], g["ci_high"]] if g else None,
+            "greedy_significant": g["significant"] if g else None,
+            "sampling_only": (flag or {}).get("flag") if flag else None,
+            "sampling_only_reason": (flag or {}).get("reason") if flag else None}
 
 
 def score_row(r: dict[str, Any], null: dict[str, Any] | None, ref: dict[str, Any] | None) -> dict[str, Any]:
@@ -43,6 +56,7 @@ def score_row(r: dict[str, Any], null: dict[str, Any] | None, ref: dict[str, Any
         "rel_gain_pct": test.get("rel_pct") if test else None,
         "rel_ci": [test.get("rel_ci_low"), test.get("rel_ci_high")] if test else None,
         "significant": test.get("significant") if test else None,
+        **_greedy(test, r.get("sampling_only_gain")),
         "heldout_gain": held["abs"] if held else None,
         "heldout_ci": [held["ci_low"], held["ci_high"]] if held else None,
         "normalized": _ratio(_test_gain(r), _test_gain(null), _test_gain(ref)),
@@ -85,15 +99,16 @@ def score_suite(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for (agent, task), members in groups.items():
         agg: dict[str, Any] = {"agent": agent, "task": task, "seeds": [m["seed"] for m in members],
                                "ok": sum(1 for m in members if m["status"] == "ok")}
-        for key in ("abs_gain", "heldout_gain", "normalized"):
+        for key in ("abs_gain", "greedy_gain", "heldout_gain", "normalized"):
             values = [m[key] for m in members if m[key] is not None]
             agg[key] = across_seeds(values) if values else None
+        agg["sampling_only"] = sum(1 for m in members if m.get("sampling_only"))
         aggregates.append(agg)
     return {"cells": rows, "aggregates": aggregates}
 
 
 CSV_FIELDS = ("agent", "task", "seed", "status", "baseline_test", "test", "abs_gain", "abs_ci", "rel_gain_pct",
-              "significant", "heldout_gain", "heldout_ci", "normalized", "vs_baseline_config", "vs_baseline_config_ci",
+              "significant", "greedy_gain", "greedy_ci", "sampling_only", "heldout_gain", "heldout_ci", "normalized", "vs_baseline_config", "vs_baseline_config_ci",
               "closeness_to_reference", "robust_seeds", "robust_mean", "robust_ci", "scale_gain", "scalability",
               "autonomy", "recovery", "correctness", "optimization", "execution_seconds", "peak_memory_mb",
               "valid_submission_rate", "base_model_submissions", "dev_at_submit", "dev_test_gap", "dev_test_excess",

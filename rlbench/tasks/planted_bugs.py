@@ -166,12 +166,14 @@ def names_kind(text: str, kind: str) -> bool:
 def score_debug(workspace: Path, kind: str, recipe: str) -> dict[str, Any]:
     """The debug part of a cell's result (see the module docstring)."""
     bug = BUGS[kind]
-    diag_path = workspace / DIAGNOSIS_FILE
-    text = diag_path.read_text(errors="replace")[:20000] if diag_path.is_file() else ""
+    from rlbench import safefs
+
+    # the agent's files: read without following links, regular files only, capped
+    text = (safefs.try_read_text(workspace, DIAGNOSIS_FILE, 1 << 20) or "")[:20000]
     named = bool(text) and names_kind(text, kind)
     others = [k for k in BUGS if k != kind and text and names_kind(text, k)]
-    code = workspace / PIPELINE_DIR / bug.file
-    removed = code.is_file() and bug.new not in code.read_text(errors="replace")
+    code = safefs.try_read_text(workspace, f"{PIPELINE_DIR}/{bug.file}", 4 << 20)
+    removed = code is not None and bug.new not in code
     uses = bool(re.search(r"\bpipeline[./]train\b|\bpipeline\b.*train", recipe or ""))
     return {"bug": kind, "file": f"{PIPELINE_DIR}/{bug.file}", "diagnosis_chars": len(text), "named": named,
             "also_named": others, "diagnosed": named and not others, "snippet_removed": removed,

@@ -93,6 +93,9 @@ class DataConfig:
     # builtin generator name (e.g. `arith`), `package.module:function`, or `file.py:function`
     # relative to the task folder
     generator: str = ""
+    # public: a generator task's splits are drawn from HMAC(installation secret, seed) unless
+    # RLBENCH_SPLIT_SEED=public (rlbench/data/splits.py); an hf task's splits are the dataset's own,
+    # public whatever the setting
     seed: int = 0
     sizes: SplitSizes = field(default_factory=SplitSizes)
     params: dict[str, Any] = field(default_factory=dict)

@@ -69,6 +69,7 @@ def _cell_row(r: dict[str, Any]) -> dict[str, Any]:
         "test_gain": test.get("abs"), "test_ci": [test.get("ci_low"), test.get("ci_high")] if test else None,
         "heldout_gain": held.get("abs"), "heldout_ci": [held.get("ci_low"), held.get("ci_high")] if held else None,
         "win_rate": test.get("win_rate"),
+        "splits": r.get("splits"),  # seed source and fingerprints the cell was scored on
     }
     if r.get("vs_baseline_config"):
         v = r["vs_baseline_config"]["gains"]["test"]
@@ -139,6 +140,8 @@ def validate_task(name: str, cfg: ValidationConfig | None = None) -> dict[str, A
         # which build of the base the numbers are about: a zoo build is exact for its machine only
         "base_model": {"name": task.model.base,
                        "weights_hashes": sorted({r["base_weights"] for r in rows if r.get("base_weights")})},
+        # which splits: secret ones are this installation's own, public ones the task file's seed
+        "splits": next((r["splits"] for r in rows if r.get("splits")), None),
     }
     if cfg.write:
         atomic_write_json(task_dir(name) / VALIDATION_FILE, record)

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rlbench import safefs
 from rlbench.io import atomic_write_json, atomic_write_text
 from rlbench.progress import info, track
 from rlbench.tune.design import Design, param_space
@@ -63,13 +63,13 @@ def _value(v: Any) -> str:
     return repr(v) if isinstance(v, float) else str(v)
 
 
-def _read_new(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Complete JSON lines of `path` from byte `offset` on; a half-written last line waits."""
+def _read_new(workspace: Path, rel: str, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """Complete JSON lines of the trial's log `workspace/rel` from byte `offset` on; a half-written
+    last line waits. The log is the agent's: read without following links, regular files only,
+    at most READ_CAP a poll (a FIFO or link there is read as no lines)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
+        data = safefs.read_from(workspace, rel, offset)
+    except OSError:
         return [], offset
     end = data.rfind(b"\n") + 1
     records = []
@@ -129,14 +129,14 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
                           cpus=design.sweep.trial_cpus)
         out = f"{spec['out_root']}/{trial}"
         command = trial_command(design, dict(config), sandbox.root, out, spec["seed"], design.sweep.trial_cpus)
-        steps = Path(spec["workspace"]) / out / "steps.jsonl"
+        workspace, steps = Path(spec["workspace"]), f"{out}/steps.jsonl"
         mark = Path(spec["folder"]) / "finished" / trial
         if mark.is_file():  # finished before the sweep was stopped: report it again, do not rerun it
-            for rec in _read_new(steps, 0)[0]:
+            for rec in _read_new(workspace, steps, 0)[0]:
                 if "dev_greedy" in rec:
                     tune.report(_metrics(rec))
             return
-        shutil.rmtree(Path(spec["workspace"]) / out, ignore_errors=True)  # a run cut off midway starts clean
+        safefs.remove_tree(workspace, out)  # a run cut off midway starts clean (no link followed on the way)
         left = spec["deadline"] - time.time()
         if left <= 5:
             raise RuntimeError("no time left in the sweep's budget for this trial")
@@ -148,7 +148,7 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         while True:
             finished = not runner.is_alive()
             cpu.poll(finished)
-            records, offset = _read_new(steps, offset)
+            records, offset = _read_new(workspace, steps, offset)
             for rec in records:
                 if "dev_greedy" in rec:
                     last = _metrics(rec)

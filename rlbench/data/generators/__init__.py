@@ -50,6 +50,14 @@ def corpus_tool(gen: Generator) -> dict[str, Any]:
     return {"tool": tool, "max_calls": int(getattr(module, "MAX_CALLS", 2))} if tool else {}
 
 
+def generator_module(spec: str) -> str:
+    """The importable module a generator spec names ('' for a task folder's `file.py`, which no
+    sandbox mounts): what an endpoint task's sandbox hides, since it labels any prompt."""
+    target = _builtin().get(spec, spec)
+    module = target.rsplit(":", 1)[0] if ":" in target else ""
+    return "" if module.endswith(".py") else module
+
+
 def resolve_generator(spec: str, task_folder: Path | None = None) -> Generator:
     """A builtin name, `package.module:function`, or `file.py:function` in the task folder."""
     target = _builtin().get(spec, spec)
