@@ -42,6 +42,40 @@ def test_generate_returns_ids_text_logprobs(tiny_path):
     assert [[c.token_ids for c in g] for g in out] == [[c.token_ids for c in g] for g in again]
 
 
+def test_sampling_is_seeded_per_item_not_per_batch(tiny_path):
+    """Issue 22: a completion depends on its prompt's key and sample number only, so batch size
+    (a GPU's larger batches) and a prompt's neighbours change nothing."""
+    from rlbench.engines.hf_generate import generate
+    from rlbench.models.zoo import load_model
+
+    model, tok, _ = load_model(tiny_path)
+    prompts = [f"{a}+{b}=" for a in range(6) for b in range(7)]
+    kw = dict(n=3, temperature=1.3, top_p=0.9, max_new_tokens=6, seed=5, with_logprobs=True)
+    ids = lambda out: [[c.token_ids for c in comps] for comps in out]  # noqa: E731
+    whole = generate(model, tok, prompts, batch_size=64, **kw)
+    assert ids(whole) == ids(generate(model, tok, prompts, batch_size=4, **kw))
+    assert ids(whole[7:20]) == ids(generate(model, tok, prompts[7:20], batch_size=3, keys=range(7, 20), **kw))
+    assert ids(whole) != ids(generate(model, tok, prompts, batch_size=64, **{**kw, "seed": 6}))
+    assert all(len(c.logprobs) == len(c.token_ids) and all(-30 < x <= 0 for x in c.logprobs) for g in whole for c in g)
+
+
+def test_row_sampler_draws_from_the_tempered_nucleus():
+    """Gumbel-max per row is an exact draw from softmax(logits / T) within top-p."""
+    from rlbench.engines.hf_generate import _RowSampler
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -8.0]])
+    probs = torch.softmax(logits / 0.7, -1)[0]
+    keep = probs.cumsum(0) - probs < 0.95  # the nucleus: tokens before the mass passes top_p
+    want = torch.where(keep, probs, torch.zeros_like(probs))
+    want /= want.sum()
+    counts = torch.zeros(5)
+    sampler = _RowSampler(list(range(4000)), temperature=0.7, top_p=0.95, keep_scores=False)
+    picks = sampler(torch.zeros((4000, 1), dtype=torch.long), logits.repeat(4000, 1)).argmax(-1)
+    counts += torch.bincount(picks, minlength=5)
+    assert counts[~keep].sum() == 0
+    assert torch.allclose(counts / 4000, want, atol=0.025), (counts / 4000, want)
+
+
 # bf16: incremental decoding and one full forward round differently, by up to a few 1e-2 in logprob
 @pytest.mark.parametrize("precision,atol", [("fp32", 1e-4), ("bf16", 6e-2)])
 def test_rollout_logprobs_match_learner_and_sync_updates_them(tiny_path, precision, atol):

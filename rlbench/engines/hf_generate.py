@@ -1,7 +1,12 @@
 """Batched sampling with HF transformers `generate`: the backend that is always available.
 
-Deterministic by construction: each batch draws from its own generator seeded by
-(seed, batch index), so a result does not depend on what ran before it in the process.
+Deterministic by construction, and per item: every sampled completion draws from its own
+generator, seeded by (seed, the prompt's key, the sample's number), so a completion depends
+neither on what ran before it in the process nor on the batch size or on which prompts share its
+batch (a GPU's larger batches and a CPU's smaller ones draw the same noise for the same item).
+Sampling is Gumbel-max over the tempered, top-p-filtered logits (`_RowSampler`), an exact draw
+from that distribution. What can still differ between machines is float arithmetic: a near tie
+between two tokens may break the other way (measured in docs/benchmarks.md).
 
 The caller's arguments are the only generation settings. `model.generate` fills every setting
 left unset from `model.generation_config`, which `from_pretrained` loads from the checkpoint's
@@ -18,6 +23,8 @@ from typing import Iterator, Sequence
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.generation.logits_process import (LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper,
+                                                    TopPLogitsWarper)
 
 
 @dataclass
@@ -55,6 +62,36 @@ def generation_config(*, greedy: bool, temperature: float, top_p: float, max_new
     return cfg
 
 
+def row_seed(seed: int, key: int, sample: int) -> int:
+    """The sampling seed of one completion: sample `sample` of the prompt keyed `key`."""
+    return (seed * 1_000_003 + key * 1_009 + sample) % (2 ** 63 - 1)
+
+
+class _RowSampler(LogitsProcessor):
+    """Samples each row with its own generator (Gumbel-max) and hands `generate` a one-hot score
+    row, so its own multinomial draw only confirms the choice. Temperature and top-p are applied
+    here with transformers' own warpers, since `generate` runs custom processors before its
+    warpers; the warped log-probabilities are kept for the caller's logprobs."""
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, keep_scores: bool):
+        self.gens = [torch.Generator().manual_seed(s) for s in seeds]
+        self.warpers = [w for w in (TemperatureLogitsWarper(temperature) if temperature != 1.0 else None,
+                                    TopPLogitsWarper(top_p) if top_p < 1.0 else None) if w is not None]
+        self.keep_scores = keep_scores
+        self.scores: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        for w in self.warpers:
+            scores = w(input_ids, scores)
+        if self.keep_scores:
+            self.scores.append(scores.clone())
+        noise = torch.stack([torch.rand(scores.shape[1], generator=g, dtype=torch.float64) for g in self.gens])
+        gumbel = -torch.log(-torch.log(noise.clamp_min(1e-300)))
+        pick = (scores.double().cpu() + gumbel).argmax(-1).to(scores.device)
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(1, pick[:, None], 0.0)
+
+
 def _batches(n: int, size: int) -> Iterator[tuple[int, range]]:
     for b, start in enumerate(range(0, n, size)):
         yield b, range(start, min(start + size, n))
@@ -78,11 +115,15 @@ def generate(
     tool: str = "",
     max_calls: int = 2,
     stop_ids: Sequence[int] = (),
+    keys: Sequence[int] | None = None,
+    first_sample: Sequence[int] | None = None,
 ) -> list[list[Completion]]:
     """`n` completions per prompt; `greedy` ignores temperature, top_p and n (one each). With a
     `tool` (rlbench/envs), generation pauses at the tool's stop text, the environment writes its
     answer into the completion, and the model goes on, up to `max_calls` calls. `stop_ids`: more
-    tokens that end a completion (kept in it, unlike end-of-sequence)."""
+    tokens that end a completion (kept in it, unlike end-of-sequence). `keys`: each prompt's key
+    for its sampling seeds (default: its position); `first_sample`: the number of each prompt's
+    first sample (default 0), for continuations of one sample."""
     if tool:
         return _generate_with_tool(model, tokenizer, prompts, tool, max_calls, n=n, temperature=temperature,
                                    top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, greedy=greedy,
@@ -93,18 +134,26 @@ def generate(
     per_prompt = 1 if greedy else n
     out: list[list[Completion]] = [[] for _ in prompts]
     eos = tokenizer.eos_token_id
-    gen = generation_config(greedy=greedy, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+    # sampling happens in _RowSampler: generate itself samples from its one-hot rows at T=1
+    gen = generation_config(greedy=greedy, temperature=1.0, top_p=1.0, max_new_tokens=max_new_tokens,
                             n=per_prompt, pad_token_id=tokenizer.pad_token_id,
                             eos_token_id=[eos, *stop_ids] if stop_ids else eos, with_logprobs=with_logprobs)
+    keys = list(range(len(prompts))) if keys is None else list(keys)
+    first = [0] * len(prompts) if first_sample is None else list(first_sample)
     for b, idx in _batches(len(prompts), batch_size):
         enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True, padding_side="left")
         enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
-        torch.manual_seed(seed * 1_000_003 + b)
-        res = model.generate(**enc, generation_config=gen)
+        extra = {}
+        if not greedy:
+            sampler = _RowSampler([row_seed(seed, keys[i], first[i] + j) for i in idx for j in range(per_prompt)],
+                                  temperature, top_p, with_logprobs)
+            extra["logits_processor"] = LogitsProcessorList([sampler])
+        res = model.generate(**enc, generation_config=gen, **extra)
         seqs = res.sequences[:, enc["input_ids"].shape[1]:]
         logps = None
         if with_logprobs:
-            logps = model.compute_transition_scores(res.sequences, res.scores, normalize_logits=True)
+            scores = sampler.scores if not greedy else res.scores
+            logps = model.compute_transition_scores(res.sequences, scores, normalize_logits=True)
         for row in range(seqs.shape[0]):
             p = idx[row // per_prompt]
             ids = seqs[row].tolist()
@@ -144,9 +193,11 @@ def _generate_with_tool(model, tokenizer, prompts: Sequence[str], tool: str, max
     out = generate(model, tokenizer, prompts, n=n, temperature=temperature, top_p=top_p,
                    max_new_tokens=max_new_tokens, seed=seed, greedy=greedy, batch_size=batch_size,
                    with_logprobs=with_logprobs, on_batch=on_batch, stop_ids=[stop_id])
+    sample_no: dict[int, int] = {}  # each completion's number among its prompt's: its continuations' seeds
     for comps in out:
-        for c in comps:
+        for j, c in enumerate(comps):
             c.tool_mask = [1] * len(c.token_ids)
+            sample_no[id(c)] = j
     for call in range(1, max_calls + 1):
         todo = [c for comps in out for c in comps
                 if c.token_ids and c.token_ids[-1] == stop_id and c.tool_calls < call and len(c.token_ids) < max_new_tokens]
@@ -169,7 +220,8 @@ def _generate_with_tool(model, tokenizer, prompts: Sequence[str], tool: str, max
             break
         more = generate(model, tokenizer, [conts[i] for i in go], n=1, temperature=temperature, top_p=top_p,
                         max_new_tokens=max(left[i] for i in go), seed=seed + 7919 * call, greedy=greedy,
-                        batch_size=batch_size, with_logprobs=with_logprobs, stop_ids=[stop_id])
+                        batch_size=batch_size, with_logprobs=with_logprobs, stop_ids=[stop_id],
+                        keys=[todo[i].prompt_index for i in go], first_sample=[sample_no[id(todo[i])] for i in go])
         for i, m in zip(go, more):
             c, extra = todo[i], m[0]
             ids = extra.token_ids[: left[i]]

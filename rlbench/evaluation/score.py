@@ -19,8 +19,9 @@ from rlbench.tasks.spec import HIDDEN_SPLITS, EvalProtocol, TaskConfig
 
 # The harness's evaluation semantics: part of every score cache key. Bump it whenever a change can
 # move a score. 2: generation settings come from the protocol alone (a checkpoint's
-# generation_config.json is ignored), greedy per item on the hidden splits.
-EVAL_VERSION = 2
+# generation_config.json is ignored), greedy per item on the hidden splits. 3: sampling seeded per
+# item (rlbench/engines/hf_generate.py), not per batch.
+EVAL_VERSION = 3
 
 
 @dataclass
