@@ -252,3 +252,31 @@ class SharpenedSampler(Agent):
                      "    json.dump({'min_p': 0.3, 'top_k': 2, 'temperature': 0.2}, open(d + '/generation_config.json', 'w'))\n")
         tools.submit("sharp")
         tools.submit("minp")
+
+
+# compute metering (tests/test_compute_meter.py) ----------------------------------------------
+# A busy loop of ARGV[1] CPU seconds (this process's own clock); prints them. With a second
+# argument FILE it then writes them to FILE and sleeps until killed: a background child whose CPU
+# is known exactly, killed at the end of the call.
+BURN_SCRIPT = '''
+import os, sys, time
+t = time.process_time()
+while time.process_time() - t < float(sys.argv[1]):
+    pass
+used = time.process_time()
+if len(sys.argv) > 2:
+    with open(sys.argv[2] + ".tmp", "w") as f:
+        f.write(f"{used:.4f} {os.getpid()}")
+    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+    time.sleep(600)
+print(f"{used:.4f}")
+'''
+
+
+class CpuBurner(Agent):
+    """Burns `seconds` CPU seconds in one sandboxed command, then submits the base model."""
+
+    def run(self, description: str, tools: Any) -> None:
+        tools.write("burn.py", BURN_SCRIPT)
+        tools.exec(f"python burn.py {self.options.get('seconds', 3)}", timeout=float(self.options.get("timeout", 300)))
+        tools.submit("model")

@@ -7,6 +7,7 @@ connection, one JSON line each way:
 
     {"op": "submit", "path": "/workspace/runs/grpo/final"}  ->  {"ok": true, "index": 1, "dev": 0.41, ...}
     {"op": "status"}                                         ->  {"budget_s": 1200, "used_s": 73.2, ...}
+                                                                (with a CPU/GPU limit: "compute", "compute_limits")
     {"op": "sweep", "path": "/workspace/design.yaml"}        ->  {"ok": true, "best": {...}, "trials": [...]}
     {"op": "reward", "ids": [...], "completions": [...]}     ->  {"ok": true, "rewards": [...], "queries_left": N}
     {"op": "claim", "index": 2, "test_gain": 0.1, "ci": [0.07, 0.13]}  ->  {"ok": true}
@@ -72,6 +73,8 @@ class GradingServer:
         self.sweeping = ""  # the design being swept now, for progress lines
         self.rewards = rewards  # a RewardService, or None: the task has no reward endpoint
         self.compute = compute  # the agent's compute so far (rlbench/harness/compute.py), stamped on submissions
+        self.compute_limits: dict[str, float] = {}  # cpu_seconds / gpu_seconds the cell allows (absent: none)
+        self.spent_reason = ""  # set when a CPU or GPU limit passed: the budget is spent from then on
         self.recipes: dict[str, str] = {}  # host path of a sweep's best checkpoint -> its trial command
         self._code: Snapshots | None = None
         self.log = self.cell_dir / "submissions.jsonl"
@@ -139,7 +142,25 @@ class GradingServer:
         return time.monotonic() - self.started
 
     def remaining_s(self) -> float:
+        if self.spent_reason:
+            return 0.0
         return max(0.0, self.budget_s - self.used_s())
+
+    def spend(self, reason: str) -> None:
+        """End the budget now, before its wall clock does (the agent passed a CPU or GPU limit):
+        no more submissions, sweeps, reward queries or claims, and status says why."""
+        if not self.spent_reason:
+            self.spent_reason = reason
+            self.on_event(f"budget spent: {reason}")
+
+    def check_limits(self, sample: dict[str, Any]) -> str:
+        """Spend the budget if `sample` (the compute meter's) passed one of compute_limits; the reason, or ''."""
+        from rlbench.harness.compute import over_limit
+
+        why = over_limit(sample, self.compute_limits.get("cpu_seconds", 0.0), self.compute_limits.get("gpu_seconds", 0.0))
+        if why:
+            self.spend(why)
+        return why
 
     # requests ---------------------------------------------------------------------------------
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +212,10 @@ class GradingServer:
                 "remaining_s": round(self.remaining_s(), 1), "max_submissions": self.max_submissions,
                 "max_sweeps": self.max_sweeps, "sweeps_left": self.max_sweeps - len(self.sweeps),
                 "submissions_left": self.max_submissions - len(subs), "submissions": subs,
-                **({"reward_queries_left": self.rewards.left} if self.rewards is not None else {})}
+                **({"reward_queries_left": self.rewards.left} if self.rewards is not None else {}),
+                **({"compute": self.compute(), "compute_limits": dict(self.compute_limits)}
+                   if self.compute is not None and self.compute_limits else {}),
+                **({"spent": self.spent_reason} if self.spent_reason else {})}
 
     def host_path(self, path: str) -> Path:
         """A path as the agent names it (inside the sandbox, or on the host) -> the host path."""
@@ -213,6 +237,8 @@ class GradingServer:
                                       "time": utc_now()}
             if self.compute is not None:
                 record["compute"] = self.compute()
+                if self.compute_limits:  # past a limit since the driver last looked: spent now
+                    self.check_limits(record["compute"])
             if self.remaining_s() <= 0:
                 return {"ok": False, "error": "the budget is spent; no more submissions"}
             if len(self.submissions) >= self.max_submissions:

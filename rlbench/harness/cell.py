@@ -19,18 +19,18 @@ import shutil
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from rlbench import safefs
 from rlbench.config.core import check, to_dict
-from rlbench.harness.compute import ComputeMeter
+from rlbench.harness.compute import SANDBOX_CPU_FILE, STOP_FILE, ComputeMeter
 from rlbench.harness.record import in_flight, read_trajectory
 from rlbench.integrity.decoys import EVENTS_FILE, DecoyWatch, plant_decoys, scan_for_use
 from rlbench.integrity.hacking import reward_hacking
 from rlbench.integrity.verdict import integrity_section, with_broken_harness
-from rlbench.io import atomic_write_json, utc_now
+from rlbench.io import atomic_write_json, atomic_write_text, utc_now
 from rlbench.orchestration.ray_session import ensure_ray
 from rlbench.progress import info
 from rlbench.reports.cell_report import training_runs
@@ -43,6 +43,7 @@ from rlbench.sandbox.runner import SandboxConfig, require_bwrap
 STATUSES = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "crashed", "harness_broken")
 MAX_DESIGN_BYTES = 256 * 1024  # a sweep design is a short YAML file
 AGENT_START_S = 300  # an agent process that is not up by then (no free CPU on the node) crashes the cell
+LIMIT_POLL_S = 1.0  # how often the driver reads the compute meter when the cell has a CPU or GPU limit
 
 
 @dataclass
@@ -55,6 +56,8 @@ class CellConfig:
     limits: SandboxConfig = field(default_factory=SandboxConfig)
     select: str = "best"  # best | last: which valid submission the harness scores
     budget_s: float = 0.0  # 0: the task's budget.wall_seconds
+    budget_cpu_s: float = 0.0  # CPU seconds the agent may use (agent, commands, sweeps); 0: the task's budget.cpu_seconds
+    budget_gpu_s: float = 0.0  # GPU seconds of the cell's devices; 0: the task's budget.gpu_seconds
     grace_s: float = 30.0  # after the budget, how long the agent gets to return before it is stopped
     agent_cpus: float = 1.0  # Ray resources of the agent process
     agent_options: dict[str, Any] = field(default_factory=dict)
@@ -73,6 +76,8 @@ class CellConfig:
         check(self.sandbox in ("bwrap", "none"), "sandbox", self.sandbox, "bwrap, none")
         check(self.select in ("best", "last"), "select", self.select, "best, last")
         check(self.budget_s >= 0, "budget_s", self.budget_s, ">= 0 (0: the task's budget)")
+        check(self.budget_cpu_s >= 0, "budget_cpu_s", self.budget_cpu_s, ">= 0 (0: the task's budget.cpu_seconds)")
+        check(self.budget_gpu_s >= 0, "budget_gpu_s", self.budget_gpu_s, ">= 0 (0: the task's budget.gpu_seconds)")
         check(self.grace_s >= 0, "grace_s", self.grace_s, ">= 0")
 
 
@@ -247,6 +252,9 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
 
     cfg.limits.hide = sorted({*cfg.limits.hide, *answer_code(task)})
     budget_s = cfg.budget_s or float(task.budget.wall_seconds)
+    # what the cell really allows, for the description, the grader and the result
+    budget = replace(task.budget, wall_seconds=budget_s, cpu_seconds=cfg.budget_cpu_s or task.budget.cpu_seconds,
+                     gpu_seconds=cfg.budget_gpu_s or task.budget.gpu_seconds)
     if cfg.cell_dir:
         cell_dir = Path(cfg.cell_dir)
         cell_dir.mkdir(parents=True)  # a suite hands out a fresh folder; never reuse a workspace
@@ -274,7 +282,8 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         base_path = Path(resolve_model(task.model.base).location)
         base = baseline(task, device=cfg.device)
         result["baseline"] = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
-        # zoo builds stop at a calibration target, so another machine's build of the same recipe may differ
+        # the base by its weights hash: a zoo name is the pinned canonical artifact on every machine, and a
+        # suite refuses a cell whose base differs from its others (rlbench/orchestration/suite.py)
         result["base_model"] = {"name": task.model.base, "weights_hash": base.get("weights_hash")}
         result["splits"] = data.record()  # every number carries the splits it was measured on
         if cfg.wave:
@@ -288,7 +297,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             bug = choose_bug(task.name, cfg.seed, task.debug.bugs)
             atomic_write_json(cell_dir / "debug.json", {"bug": bug, "pipeline": task.debug.pipeline})
         workspace = build_workspace(cell_dir / "workspace", task, task_dir(task.name), base_path,
-                                    data.splits["train"], data.splits["dev"], bug=bug).root.resolve()
+                                    data.splits["train"], data.splits["dev"], bug=bug, budget=budget).root.resolve()
         base_hash = tree_hash(workspace / "model")  # before the agent runs: a resubmitted base model matches it
         decoys = plant_decoys(workspace, cell_dir, task, data.splits) if cfg.decoys else []
 
@@ -306,6 +315,11 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
                                on_event=lambda msg: info(f"cell {cell_dir.name}: {msg}"),
                                sweep=sweep, max_sweeps=task.budget.max_sweeps, compute=meter.sample,
                                rewards=reward_service(task, data.splits["train"], cell_dir / "reward_queries.jsonl")).start()
+        grader.compute_limits = {k: float(v) for k, v in (("cpu_seconds", budget.cpu_seconds),
+                                                          ("gpu_seconds", budget.gpu_seconds)) if v > 0}
+        if budget.gpu_seconds > 0 and meter.sample()["gpu_s"] is None:
+            info(f"[yellow]warning[/]: cell {cell_dir.name}: no NVML here, so the GPU limit "
+                 f"({budget.gpu_seconds:g} s) cannot be metered or enforced")
         watch = DecoyWatch(workspace, decoys, cell_dir / EVENTS_FILE, clock=grader.used_s).start()
         info(f"cell {cell_dir.name}: agent '{cfg.agent}' running (budget {budget_s:.0f} s, "
              f"sandbox {cfg.sandbox}); trajectory in {cell_dir / 'trajectory.jsonl'}")
@@ -319,7 +333,8 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         grader.save_state()
         result["grader"] = grader.connections()  # what the agent's connections cost it (a flood shows here)
         result["budget"] = {"wall_seconds": budget_s, "used_seconds": round(grader.used_s(), 1),
-                            "tool_calls": agent_info.get("tool_calls")}
+                            "tool_calls": agent_info.get("tool_calls"),
+                            "cpu_seconds": budget.cpu_seconds, "gpu_seconds": budget.gpu_seconds}
         result["compute"] = {"wall_seconds": round(grader.used_s(), 1), **meter.sample(),
                              "sweep_seconds": round(sum(float(s.get("seconds") or 0) for s in grader.sweeps), 1)}
         subs = grader.submissions
@@ -468,6 +483,16 @@ def _anytime(task: Any, cfg: CellConfig, grader: Any, chosen: dict[str, Any], ch
     return anytime_curve(points, base_test, budget_s, cpu_s, cfg.select)
 
 
+def _stop_at_limit(cell_dir: Path, grader: Any, meter: Any) -> str:
+    """Once a CPU or GPU limit has passed (seen now, or by the grader at a submission): the
+    grader's budget is spent, and the agent's ToolBox is told to kill its running command
+    (STOP_FILE in the cell folder, which nothing in the sandbox can reach). The reason, or ''."""
+    why = grader.spent_reason or grader.check_limits(meter.sample())
+    if why and not (cell_dir / STOP_FILE).exists():
+        atomic_write_text(cell_dir / STOP_FILE, why)
+    return why
+
+
 def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, budget_s: float,
                cpus: int, meter: Any) -> tuple[dict[str, Any], str, str]:
     """(agent summary, status so far, reason): crashed, budget_exceeded, or '' for a clean finish.
@@ -488,15 +513,26 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
         # the budget's clock starts once the agent's process is up: a busy node's slow actor start
         # must not eat into what the agent is given
         pid = ray.get(host.ping.remote(), timeout=AGENT_START_S)
-        meter.attach(pid)
+        meter.attach(pid, cell_dir / SANDBOX_CPU_FILE)
         grader.trust(pid)  # its tools' calls to the grader are the harness's: a sandbox flood never locks them out
         grader.start_clock()
         ref = host.run.remote(cfg.agent, {"seed": cfg.seed, **dict(cfg.agent_options)})
         deadline = time.monotonic() + grader.remaining_s() + cfg.grace_s
+        # with a CPU or GPU limit the meter is read every second; the heartbeat keeps its own pace
+        wait_s = min(cfg.heartbeat_s, LIMIT_POLL_S) if grader.compute_limits else cfg.heartbeat_s
+        next_beat = time.monotonic() + cfg.heartbeat_s
+        stopped = ""
         while True:  # a heartbeat line while the agent works, from what the harness records
-            ready, _ = ray.wait([ref], timeout=min(cfg.heartbeat_s, max(0.1, deadline - time.monotonic())))
+            ready, _ = ray.wait([ref], timeout=min(wait_s, max(0.1, deadline - time.monotonic())))
             if ready or time.monotonic() >= deadline:
                 break
+            if grader.compute_limits and not stopped:
+                stopped = _stop_at_limit(cell_dir, grader, meter)
+                if stopped:  # then the agent gets the grace period to return, as at the wall clock's end
+                    deadline = min(deadline, time.monotonic() + cfg.grace_s)
+            if time.monotonic() < next_beat:
+                continue
+            next_beat = time.monotonic() + cfg.heartbeat_s
             steps = read_trajectory(cell_dir / "trajectory.jsonl")
             now = in_flight(cell_dir)
             last = (f"; running {now}" if now else
@@ -505,12 +541,17 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
             info(f"cell {cell_dir.name}: {grader.used_s():.0f} of {budget_s:.0f} s used, {len(steps)} tool calls, "
                  f"{len(grader.submissions)} submissions{last}")
         summary = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
+        if grader.compute_limits and _stop_at_limit(cell_dir, grader, meter):  # passed since the last look
+            return summary, "budget_exceeded", grader.spent_reason
         status = "budget_exceeded" if summary.get("budget_hit") else ""
         reason = "the agent's commands ran into the end of the budget" if status else ""
         return summary, status, reason
     except GetTimeoutError:
         if ref is None:
             return {"crash_by": "harness"}, "crashed", f"the agent's process did not start within {AGENT_START_S} s"
+        if grader.spent_reason:
+            return {}, "budget_exceeded", (f"{grader.spent_reason}; the agent did not return within "
+                                           f"{cfg.grace_s:.0f} s grace; stopped")
         return {}, "budget_exceeded", f"the agent did not return within the budget + {cfg.grace_s:.0f} s grace; stopped"
     except RayTaskError as exc:
         cause = exc.cause if getattr(exc, "cause", None) is not None else exc

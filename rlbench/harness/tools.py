@@ -5,6 +5,11 @@ the trajectory, and followed by a code snapshot when it may have changed files. 
 run in the sandbox; read and write touch only paths inside the workspace (links that lead out are
 refused); submit and status go to the grading server, like `./grade` inside the sandbox does.
 Results are plain dicts, so an LLM agent can show them to its model as JSON.
+
+The sandbox meters each command's CPU seconds (its whole process tree, rlbench/sandbox/
+accounting.py); the ToolBox records them per call and keeps the running total in the cell folder
+for the driver's compute meter, and stops a running command when the driver says the cell's CPU or
+GPU limit has passed (rlbench/harness/compute.py).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 from rlbench import safefs
 from rlbench.grading.server import request
+from rlbench.harness.compute import STOP_FILE, publish_sandbox_cpu
 from rlbench.harness.record import Snapshots, Trajectory, running
 from rlbench.harness.workspace import sandbox_owner
 from rlbench.io import utc_now
@@ -37,6 +43,9 @@ class ToolBox:
         self.trajectory = Trajectory(self.cell_dir / "trajectory.jsonl")
         self._events = Trajectory(self.cell_dir / "conversation.jsonl")
         self.snapshots = Snapshots(self.cell_dir / "snapshots.git", self.workspace)
+        self.sandbox.cpu_listener = self._publish_cpu
+        self.sandbox.stop_check = self._stop_requested
+        self._publish_cpu(self.sandbox.cpu_used_s)
         self.calls = 0
         self.budget_hit = False
         self._py = 0
@@ -70,15 +79,28 @@ class ToolBox:
         return {"ok": True, "allowed": sorted(self._egress.allow), "proxy": self._egress_env["HTTP_PROXY"]}
 
     # budget -----------------------------------------------------------------------------------
+    def _publish_cpu(self, total_s: float) -> None:
+        """The commands' CPU seconds so far, where the driver's compute meter reads them."""
+        publish_sandbox_cpu(self.cell_dir, total_s, self.sandbox.cpu_meter)
+
+    def _stop_requested(self) -> str:
+        """Why the driver stopped the agent (a CPU or GPU limit passed), or ''."""
+        try:
+            return (self.cell_dir / STOP_FILE).read_text()[:500] or "the cell's budget is spent"
+        except OSError:
+            return ""
+
     def remaining(self) -> float:
         st = request(self.grader, {"op": "status"}, timeout=30)
         return float(st.get("remaining_s", 0.0))
 
     def _record(self, tool: str, args: dict[str, Any], result: dict[str, Any], t0: float, cpu0: float,
-                changed: bool) -> dict[str, Any]:
+                changed: bool, cpu_s: float | None = None) -> dict[str, Any]:
+        """`cpu_s`: the call's CPU seconds where the sandbox metered them; else the reaped
+        children's (what a read or a submit starts itself)."""
         self.calls += 1
         seconds = time.monotonic() - t0
-        cpu = _children_cpu() - cpu0
+        cpu = _children_cpu() - cpu0 if cpu_s is None else cpu_s
         commit, snapshot_error = None, ""
         if changed:  # a snapshot that fails (a hostile tree, a git timeout) never loses the call's record
             try:
@@ -131,12 +153,12 @@ class ToolBox:
         limit = min(left, timeout) if timeout else left
         with running(self.cell_dir, tool, command):
             r = self.sandbox.run(self._egress_prefix + command, timeout=limit, env=self._egress_env)
-        if r.killed == "timeout" and limit >= left:
+        if (r.killed == "timeout" and limit >= left) or r.killed == "budget":
             self.budget_hit = True
         result = {"ok": r.ok, "returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr,
-                  "seconds": round(r.seconds, 2), "killed": r.killed, "truncated": r.truncated,
-                  "max_rss_mb": _children_max_rss_mb()}
-        return self._record(tool, args, result, t0, cpu0, True)
+                  "seconds": round(r.seconds, 2), "cpu_s": round(r.cpu_s, 2), "killed": r.killed,
+                  "truncated": r.truncated, "max_rss_mb": _children_max_rss_mb()}
+        return self._record(tool, args, result, t0, cpu0, True, cpu_s=r.cpu_s)
 
     def read(self, path: str, max_bytes: int = READ_LIMIT) -> dict[str, Any]:
         t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rlbench.config.core import load_config, to_dict
-from rlbench.tasks.spec import TaskConfig
+from rlbench.tasks.spec import BudgetConfig, TaskConfig
 
 SANDBOX_UID = 65534
 # a debug task's workspace (rlbench/tasks/planted_bugs.py, which the agent's sandbox hides)
@@ -152,9 +152,21 @@ def visible_items(task: TaskConfig, items: list[dict[str, Any]]) -> list[dict[st
     return [{k: v for k, v in it.items() if k not in drop} for it in items]
 
 
-def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> str:
+def _compute_limits(b: BudgetConfig) -> str:
+    """The description's line for a CPU or GPU seconds limit ('' with none)."""
+    parts = ([f"{b.cpu_seconds:g} CPU seconds"] if b.cpu_seconds > 0 else []) + \
+            ([f"{b.gpu_seconds:g} GPU seconds"] if b.gpu_seconds > 0 else [])
+    if not parts:
+        return ""
+    return (f"- Compute: at most {' and '.join(parts)} in all, metered by the harness: your commands and\n"
+            "  every process they start, your sweeps' trials, and your agent process. When one is used up, the\n"
+            "  running command is killed and the budget is spent, as at the end of the wall clock;\n"
+            "  `./grade status` shows what you have used.\n")
+
+
+def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int], budget: BudgetConfig | None = None) -> str:
     body = (task_folder / "description.md").read_text().strip()
-    b = task.budget
+    b = budget or task.budget
     hidden = answers_hidden(task)
     fields = "`prompt` and `id` (and the task's own fields; no `answer`)" if hidden else "`prompt` and `answer`"
     rewards = REWARD_ENDPOINT.format(n=b.reward_queries) if hidden else ""
@@ -194,9 +206,9 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
 {rewards}{claims}{sweeps}{baseline}{debug}{tool}
 ## Budget and rules
 
-- Wall clock: {b.wall_seconds} s in all, counted from the start; {b.cpus} CPUs, {b.memory_gb} GB of memory;
+- Wall clock: {b.wall_seconds:g} s in all, counted from the start; {b.cpus} CPUs, {b.memory_gb} GB of memory;
   device: {b.device.value}. Commands are killed when the budget runs out.
-- At most {b.max_submissions} submissions. The harness scores your best submission by dev score on the
+{_compute_limits(b)}- At most {b.max_submissions} submissions. The harness scores your best submission by dev score on the
   hidden test and heldout splits after you finish; no test or heldout figure reaches you.
 - No network. Only this workspace is writable. Work through your tools (exec, python, read, write,
   submit, status).
@@ -216,9 +228,11 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int]) -> 
 
 
 def build_workspace(root: Path, task: TaskConfig, task_folder: Path, base_model: Path,
-                    train: list[dict[str, Any]], dev: list[dict[str, Any]], bug: str = "") -> Workspace:
+                    train: list[dict[str, Any]], dev: list[dict[str, Any]], bug: str = "",
+                    budget: BudgetConfig | None = None) -> Workspace:
     """Create a fresh workspace at `root` (which must not exist yet); `bug`: the planted bug of a
-    debug task's pipeline."""
+    debug task's pipeline; `budget`: the cell's budget when its settings override the task's (the
+    description states what the agent really has)."""
     root = Path(root)
     if root.exists():
         raise FileExistsError(f"workspace {root} already exists: every cell gets a fresh one")
@@ -245,7 +259,7 @@ def build_workspace(root: Path, task: TaskConfig, task_folder: Path, base_model:
         (root / "baseline_config.yaml").write_text(yaml.safe_dump(
             {"pipeline": task.baseline_config.pipeline, "settings": dict(task.baseline_config.settings)}, sort_keys=False))
     sizes = {"train": len(train), "dev": len(dev)}
-    (root / "description.md").write_text(_description(task, task_folder, sizes))
+    (root / "description.md").write_text(_description(task, task_folder, sizes, budget))
     grade = root / "grade"
     grade.write_text(GRADE_SCRIPT)
     grade.chmod(0o755)

@@ -15,6 +15,10 @@ own PID namespace take every descendant down with it.
 
 `mode=none` runs the same command directly on the host, with the same rlimits and clock but no
 isolation; the harness marks every result it produces as unsandboxed.
+
+Every command's CPU seconds, its whole process tree's, are metered where they are spent
+(rlbench/sandbox/accounting.py: a cgroup per command, or a poller where no cgroup is writable);
+`Sandbox.cpu_used_s` is the running total the cell's compute meter reads.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import IO, Callable, Mapping, Sequence
 
 from rlbench.config.core import check
+from rlbench.sandbox.accounting import METHODS, CgroupMeter, PollMeter, meter_method, open_meter
 
 INSIDE_WORKSPACE = "/workspace"
 INSIDE_GRADER = "/run/rlbench/grader.sock"
@@ -59,6 +64,7 @@ class SandboxConfig:
     disk_poll_s: float = 1.0
     extra_env: dict[str, str] = field(default_factory=dict)
     hide: list[str] = field(default_factory=list)  # host paths shown empty inside (bwrap only)
+    cpu_meter: str = "auto"  # auto | cgroup-v2 | cgroup-v1 | poll: how commands' CPU seconds are counted
 
     def validate(self) -> None:
         check(self.mode in ("bwrap", "none"), "sandbox.mode", self.mode, "bwrap, none")
@@ -68,6 +74,7 @@ class SandboxConfig:
         check(self.max_processes >= 16, "sandbox.max_processes", self.max_processes, ">= 16")
         check(self.max_open_files >= 256, "sandbox.max_open_files", self.max_open_files, ">= 256")
         check(self.disk_gb > 0, "sandbox.disk_gb", self.disk_gb, "> 0")
+        check(self.cpu_meter in METHODS, "sandbox.cpu_meter", self.cpu_meter, ", ".join(METHODS))
 
 
 @dataclass
@@ -76,8 +83,10 @@ class ExecResult:
     stdout: str
     stderr: str
     seconds: float
-    killed: str = ""  # "" | timeout | disk_quota
+    killed: str = ""  # "" | timeout | disk_quota | budget
     truncated: bool = False
+    cpu_s: float = 0.0  # CPU seconds of the command's whole process tree
+    cpu_meter: str = ""  # how they were counted: cgroup-v2 | cgroup-v1 | poll
 
     @property
     def ok(self) -> bool:
@@ -179,11 +188,33 @@ class Sandbox:
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.as_root = os.geteuid() == 0
         self.binds: list[tuple[str, str]] = []  # (host path, path inside): e.g. the egress proxy's socket
+        try:
+            self.cpu_meter = meter_method(cfg.cpu_meter)  # cgroup-v2 | cgroup-v1 | poll
+        except ValueError as exc:
+            raise SandboxUnavailable(str(exc)) from None
+        self._cpu_done = 0.0
+        self._in_flight: list[CgroupMeter | PollMeter] = []
+        self._cpu_lock = threading.Lock()
+        # called about every disk_poll_s while a command runs, and after it, with cpu_used_s
+        self.cpu_listener: Callable[[float], None] | None = None
+        # read as often: a non-empty answer (why) kills the running command, e.g. a spent CPU budget
+        self.stop_check: Callable[[], str] | None = None
         if cfg.mode == "bwrap":
             require_bwrap()
             probe = self.run("true", timeout=30)
             if probe.returncode != 0:
                 raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {probe.stderr.strip()[-400:]}")
+
+    @property
+    def cpu_used_s(self) -> float:
+        """CPU seconds of every command run so far, the running ones' included."""
+        with self._cpu_lock:
+            return self._cpu_done + sum(m.live_s() for m in self._in_flight)
+
+    def _publish_cpu(self) -> None:
+        if self.cpu_listener is not None:
+            with contextlib.suppress(Exception):  # bookkeeping must never fail a command
+                self.cpu_listener(self.cpu_used_s)
 
     @property
     def sandboxed(self) -> bool:
@@ -277,38 +308,51 @@ class Sandbox:
         out_f = tempfile.TemporaryFile(dir=self.scratch)
         err_f = tempfile.TemporaryFile(dir=self.scratch)
         t0 = time.monotonic()
-        killed = ""
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
-                                    cwd=str(self.workspace), env=self.env(env), preexec_fn=self._preexec,
-                                    start_new_session=True)
-        except OSError as exc:
-            return ExecResult(127, "", f"cannot start: {exc}", time.monotonic() - t0)
+            proc, meter = self._start(argv, env, out_f, err_f)
+        except (OSError, subprocess.SubprocessError) as exc:
+            out_f.close()
+            err_f.close()
+            return ExecResult(127, "", f"cannot start: {exc}", time.monotonic() - t0, cpu_meter=self.cpu_meter)
+        with self._cpu_lock:
+            self._in_flight.append(meter)
+        meter.started(proc.pid)
+        reaper = _Reaper(proc)
         done = threading.Event()
-        reason: list[str] = []
+        reason: list[tuple[str, str]] = []  # (killed, why)
 
-        def watch_disk() -> None:
+        def watch() -> None:
             while not done.wait(self.cfg.disk_poll_s):
                 if dir_size(self.workspace) > quota:
-                    reason.append("disk_quota")
-                    _kill_group(proc)
-                    return
+                    reason.append(("disk_quota", ""))
+                elif why := self._stop_reason():
+                    reason.append(("budget", why))
+                else:
+                    self._publish_cpu()
+                    continue
+                _kill(proc, meter)
+                return
 
-        watcher = threading.Thread(target=watch_disk, daemon=True)
+        watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
-            proc.wait(timeout=max(0.0, timeout))
-        except subprocess.TimeoutExpired:
-            reason.append("timeout")
-            _kill_group(proc)
-            proc.wait()
+            if not reaper.wait(max(0.0, timeout)):
+                reason.append(("timeout", ""))
+                _kill(proc, meter)
+                reaper.wait()
         finally:
             done.set()
             watcher.join(timeout=5)
-            _kill_group(proc)  # anything the command left behind in its session
+            meter.settle()  # the poller's last reading of the leftovers, before they are killed
+            _kill(proc, meter)  # anything the command left behind, in its session or its cgroup
+            cpu_s = meter.finish(reaper.rusage_s)
+            with self._cpu_lock:
+                self._in_flight.remove(meter)
+                self._cpu_done += cpu_s
+            self._publish_cpu()
         if not reason and dir_size(self.workspace) > quota:  # grew past the quota between two polls
-            reason.append("disk_quota")
-        killed = reason[0] if reason else ""
+            reason.append(("disk_quota", ""))
+        killed, why = reason[0] if reason else ("", "")
         limit = self.cfg.output_bytes
         out_f.seek(0)
         err_f.seek(0)
@@ -320,7 +364,79 @@ class Sandbox:
             stderr += f"\n[rlbench] killed: the command ran past its time limit ({timeout:.0f} s)"
         elif killed == "disk_quota":
             stderr += f"\n[rlbench] killed: the workspace grew past its disk quota ({self.cfg.disk_gb:g} GB)"
-        return ExecResult(proc.returncode, stdout, stderr, time.monotonic() - t0, killed, t1 or t2)
+        elif killed == "budget":
+            stderr += f"\n[rlbench] killed: {why}"
+        return ExecResult(proc.returncode if proc.returncode is not None else -9, stdout, stderr,
+                          time.monotonic() - t0, killed, t1 or t2, round(cpu_s, 3), meter.method)
+
+    def _start(self, argv: list[str], env: Mapping[str, str] | None, out_f: IO[bytes],
+               err_f: IO[bytes]) -> tuple[subprocess.Popen, CgroupMeter | PollMeter]:
+        """Start the command with its CPU meter. The child joins the meter's cgroup before exec; if
+        it cannot (a cgroupfs that refuses us after all), nothing has run, and this command and the
+        next ones are polled instead."""
+        meter = open_meter(self.cpu_meter)
+        if isinstance(meter, PollMeter):
+            self.cpu_meter = "poll"
+
+        def preexec() -> None:
+            meter.join()
+            self._preexec()
+
+        def popen(hook: Callable[[], None]) -> subprocess.Popen:
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f, cwd=str(self.workspace),
+                                    env=self.env(env), preexec_fn=hook, start_new_session=True)
+
+        try:
+            return popen(preexec), meter
+        except subprocess.SubprocessError:
+            meter.discard()
+            if isinstance(meter, PollMeter):
+                raise
+        except OSError:
+            meter.discard()
+            raise
+        self.cpu_meter = "poll"
+        meter = PollMeter()
+        return popen(self._preexec), meter
+
+    def _stop_reason(self) -> str:
+        if self.stop_check is None:
+            return ""
+        try:
+            return self.stop_check() or ""
+        except Exception:  # noqa: BLE001 - a check that fails stops nothing
+            return ""
+
+
+class _Reaper:
+    """Waits for the command's direct child with os.wait4, which Popen.wait does not: its rusage
+    (the child and every descendant reaped in a chain up to it) is the poller's second estimate.
+    Sets the Popen's returncode, so Popen never waits for it itself."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.rusage_s = 0.0
+        self._done = threading.Event()
+        threading.Thread(target=self._wait, daemon=True, name="rlbench-reaper").start()
+
+    def _wait(self) -> None:
+        try:
+            _, status, usage = os.wait4(self.proc.pid, 0)
+            self.rusage_s = usage.ru_utime + usage.ru_stime
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): like Popen, the status is lost
+            self.proc.returncode = 0
+        finally:
+            self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once the child is reaped; False when `timeout` passed first."""
+        return self._done.wait(timeout)
+
+
+def _kill(proc: subprocess.Popen, meter: CgroupMeter | PollMeter) -> None:
+    _kill_group(proc)
+    meter.kill()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -159,6 +159,10 @@ class EvalProtocol:
 @dataclass
 class BudgetConfig:
     wall_seconds: int = 1800
+    # compute limits beside the wall clock (0: none): the agent's own CPU seconds, its commands' and
+    # its sweeps' (rlbench/harness/compute.py); GPU seconds of the cell's devices, where NVML meters them
+    cpu_seconds: float = 0.0
+    gpu_seconds: float = 0.0
     max_submissions: int = 5
     max_sweeps: int = 2  # designs the harness sweeps with Ray Tune (0: the task offers none)
     reward_queries: int = 0  # completions the reward endpoint scores (reward.access=endpoint)
@@ -168,6 +172,8 @@ class BudgetConfig:
 
     def validate(self) -> None:
         check(self.wall_seconds > 0, "budget.wall_seconds", self.wall_seconds, "> 0")
+        check(self.cpu_seconds >= 0, "budget.cpu_seconds", self.cpu_seconds, ">= 0 (0: no CPU limit)")
+        check(self.gpu_seconds >= 0, "budget.gpu_seconds", self.gpu_seconds, ">= 0 (0: no GPU limit)")
         check(self.max_submissions >= 1, "budget.max_submissions", self.max_submissions, ">= 1")
         check(self.max_sweeps >= 0, "budget.max_sweeps", self.max_sweeps, ">= 0")
         check(self.reward_queries >= 0, "budget.reward_queries", self.reward_queries, ">= 0")

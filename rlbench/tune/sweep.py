@@ -147,7 +147,7 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         offset, last = 0, None
         while True:
             finished = not runner.is_alive()
-            cpu.poll(finished)
+            cpu.record(sandbox.cpu_used_s)
             records, offset = _read_new(workspace, steps, offset)
             for rec in records:
                 if "dev_greedy" in rec:
@@ -171,39 +171,20 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
 
 
 class _TrialCPU:
-    """A trial's CPU seconds, measured in its Tune worker: the sandboxed command is this process's
-    child, so its time is read live from the process tree while it runs (a trial the scheduler
-    stops keeps its last reading) and from the reaped children's rusage once it ends. Written to
-    the harness's sweep folder, where `sweep_cpu_seconds` sums them."""
+    """A trial's CPU seconds: its sandbox's metered total (every process of its command, counted
+    where it was spent: rlbench/sandbox/accounting.py), written to the harness's sweep folder about
+    every second while the command runs, so a trial the scheduler stops keeps its last reading.
+    `sweep_cpu_seconds` sums them."""
 
     def __init__(self, path: Path):
-        import resource
-
-        self.path, self._resource = path, resource
-        self.start = self._reaped()
+        self.path = path
         self.seconds = 0.0
         path.parent.mkdir(parents=True, exist_ok=True)
 
-    def _reaped(self) -> float:
-        r = self._resource.getrusage(self._resource.RUSAGE_CHILDREN)
-        return r.ru_utime + r.ru_stime
-
-    def poll(self, finished: bool) -> None:
-        import psutil
-
-        if finished:
-            now = self._reaped() - self.start
-        else:
-            now = 0.0
-            for child in psutil.Process().children(recursive=True):
-                try:
-                    t = child.cpu_times()
-                    now += t.user + t.system + t.children_user + t.children_system
-                except psutil.Error:  # a process that ended between the listing and the reading
-                    continue
-        if now > self.seconds:
-            self.seconds = now
-            self.path.write_text(f"{now:.2f}")
+    def record(self, seconds: float) -> None:
+        if seconds > self.seconds:
+            self.seconds = seconds
+            self.path.write_text(f"{seconds:.2f}")
 
 
 def sweep_cpu_seconds(folder: Path) -> float:
