@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/rlbench models build arith-s
+	$(BIN)/rlbench models verify
 	$(BIN)/rlbench baseline arith-grpo
 	$(BIN)/rlbench run "agents=[null,reference]" task=arith-grpo seed=0 robustness.seeds=3 "robustness.agents=[reference]" robustness.scale=false
 

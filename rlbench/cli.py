@@ -119,7 +119,8 @@ def tasks_table(write: bool = typer.Option(False, "--write", help="Rewrite the t
 def tasks_waves(
     name: str,
     models: Optional[List[str]] = typer.Argument(None, help="model references or checkpoint folders (default: the base)"),
-    waves: str = typer.Option("standard,wave-a,wave-b", help="comma-separated wave names; `standard`: the task's own splits"),
+    waves: str = typer.Option("standard,wave-a,wave-b", help="comma-separated wave names; `standard`: the task's own splits; `public`, `secret`: "
+                                    "them drawn from the task file's seed, from this installation's secret"),
     splits: str = typer.Option("test,heldout", help="comma-separated hidden splits"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     output: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON here."),
@@ -159,6 +160,48 @@ def tasks_waves(
         raise typer.Exit(1)
 
 
+@tasks_app.command("baselines")
+def tasks_baselines(
+    names: Optional[List[str]] = typer.Argument(None, help="tasks (default: all)"),
+    write: bool = typer.Option(False, "--write", help="Write tasks/NAME/baseline.json."),
+    quiet: bool = QuietOpt,
+) -> None:
+    """Each task's base model on its public-seed test and heldout splits, and how far this
+    installation's secret draw lies from them, against the 95% interval of the difference. Exits 1
+    when a difference passes twice that interval (another task, not chance)."""
+    from rlbench.tasks.baselines import record_baseline, write_baseline
+    from rlbench.tasks.registry import list_tasks, load_task, task_dir
+
+    set_quiet(quiet)
+    try:
+        tasks = [load_task(n) for n in names] if names else list_tasks()
+    except ConfigError as exc:
+        _fail(exc)
+    table = Table(title="base-model baselines (pass@1 %): public-seed splits, and this installation's secret draw")
+    for col in ("task", "base", "split", "n", "public", "95% CI", "secret", "difference", "±95%", "agree"):
+        table.add_column(col, justify="left" if col in ("task", "base", "split") else "right")
+    same = True
+    for task in tasks:
+        try:
+            rec = record_baseline(task)
+        except ConfigError as exc:
+            _fail(exc)
+        same &= rec["same_task"]
+        for split, r in rec["splits"].items():
+            sec = r.get("secret")
+            table.add_row(task.name, f"{rec['base_model']} {rec['weights_hash'][:8]}", split, str(r["n"]),
+                          _pct(r["pass_at_1"]), f"[{_pct(r['ci'][0])}, {_pct(r['ci'][1])}]",
+                          _pct(sec["pass_at_1"]) if sec else "-", f"{100 * sec['diff']:+.1f}" if sec else "-",
+                          f"{100 * sec['diff_halfwidth']:.1f}" if sec else "-",
+                          ("[green]yes[/]" if sec["agree"] else "[yellow]no (chance)[/]" if sec["same_task"]
+                           else "[red]no: another task[/]") if sec else "fixed data")
+        if write:
+            out.print(f"written: {write_baseline(task, task_dir(task.name), rec)}", highlight=False)
+    out.print(table)
+    if not same:
+        raise typer.Exit(1)
+
+
 @tasks_app.command("show")
 def tasks_show(name: str, overrides: Optional[List[str]] = OverridesArg) -> None:
     """The resolved task config (after overrides) and the description the agent reads."""
@@ -178,26 +221,57 @@ def tasks_show(name: str, overrides: Optional[List[str]] = OverridesArg) -> None
 
 @models_app.command("list")
 def models_list() -> None:
-    """Zoo recipes: size, parameter count, whether built, and where."""
+    """Zoo recipes: size, parameter count, the canonical artifact's hash and size, local builds."""
     from rlbench.models.pretrain import make_model
     from rlbench.models.recipe import recipe_hash
     from rlbench.models.tokenizer import DEFAULT_ALPHABET, build_char_tokenizer
-    from rlbench.models.zoo import build_dir, is_built, load_recipe, model_meta, param_count, recipe_names
+    from rlbench.models.zoo import build_dir, is_built, load_recipe, model_meta, param_count, pins, recipe_names
 
+    pinned = pins()
     table = Table(title="rlbench model zoo")
-    for col in ("name", "size", "parameters", "recipe hash", "built", "path"):
+    for col in ("name", "size", "parameters", "recipe hash", "canonical sha256", "MB", "local build"):
         table.add_column(col)
     for name in recipe_names():
         recipe = load_recipe(name)
         meta = model_meta(build_dir(recipe)) if is_built(recipe) else None
-        if meta:
-            params = meta["parameters"]
-        else:
-            params = param_count(make_model(recipe, build_char_tokenizer(recipe.alphabet or DEFAULT_ALPHABET)))
-        built = f"yes ({meta['build_seconds']} s)" if meta else "no"
-        table.add_row(name, recipe.size, f"{params:,}", recipe_hash(recipe), built,
-                      str(build_dir(recipe)) if meta else "-")
+        p = pinned.get(name)
+        params = p.parameters if p else meta["parameters"] if meta else \
+            param_count(make_model(recipe, build_char_tokenizer(recipe.alphabet or DEFAULT_ALPHABET)))
+        table.add_row(name, recipe.size, f"{params:,}", recipe_hash(recipe), p.sha256[:16] if p else "-",
+                      f"{p.bytes / 1e6:.1f}" if p else "-", str(build_dir(recipe)) if meta else "-")
     out.print(table)
+
+
+@models_app.command("verify")
+def models_verify(
+    names: Optional[List[str]] = typer.Argument(None, help="Canonical models to check (default: all)."),
+) -> None:
+    """Check canonical models: their files hash to the pin, their recipe is the pinned one, and they
+    load with from_pretrained. Exits 1 on any failure."""
+    from rlbench.models.zoo import load_model, pins, verify_canonical
+
+    table_pins = pins()
+    unknown = sorted(set(names or ()) - set(table_pins))
+    if unknown:
+        raise typer.BadParameter(f"not canonical: {', '.join(unknown)} (canonical: {', '.join(table_pins)})")
+    chosen = {n: p for n, p in table_pins.items() if not names or n in names}
+    table = Table(title="canonical models")
+    for col in ("name", "sha256", "MB", "parameters", "steps", "check"):
+        table.add_column(col)
+    failed = 0
+    for name, p in chosen.items():
+        try:
+            verify_canonical(name)
+            load_model(name)
+            check = "[green]ok[/]"
+        except ConfigError as exc:
+            failed += 1
+            check = f"[red]{exc}[/]"
+        table.add_row(name, p.sha256[:16], f"{p.bytes / 1e6:.1f}", f"{p.parameters:,}", str(p.steps), check)
+    out.print(table)
+    if failed or not chosen:
+        err.print(f"[red]{failed} of {len(chosen)} canonical models failed[/]" if chosen else "[red]no canonical models[/]")
+        raise typer.Exit(1)
 
 
 @models_app.command("build")
@@ -207,8 +281,10 @@ def models_build(
     force: bool = typer.Option(False, "--force", help="Rebuild even if an identical build exists."),
     quiet: bool = QuietOpt,
 ) -> None:
-    """Pretrain a zoo model by its recipe (cached by recipe hash) and print where it is."""
-    from rlbench.models.zoo import build, load_recipe, model_meta
+    """Pretrain a zoo model by its recipe (cached by recipe hash under RLBENCH_HOME) and say whether
+    it reproduced the canonical artifact's weights. Tasks always load the canonical artifact."""
+    from rlbench.models.recipe import recipe_hash
+    from rlbench.models.zoo import build, load_recipe, model_meta, pins
 
     set_quiet(quiet)
     try:
@@ -223,6 +299,33 @@ def models_build(
               f"calibration greedy accuracy {_pct(last.get('calib_greedy_acc'))}%, "
               f"built in {meta.get('build_seconds')} s")
     out.print(str(path), highlight=False)
+    p = pins().get(name)
+    if p is None:
+        out.print(f"{name} has no canonical artifact: this build is what `{name}` loads on this machine")
+    elif recipe_hash(recipe) != p.recipe_hash:
+        out.print(f"not the canonical recipe (recipe hash {recipe_hash(recipe)}, pinned {p.recipe_hash}): "
+                  f"tasks load the canonical {name}, not this build")
+    elif meta.get("weights_hash") == p.weights_hash:
+        out.print(f"[green]reproduced the canonical {name} (weights {p.weights_hash})[/]")
+    else:
+        out.print(f"[yellow]differs from the canonical {name}: weights {meta.get('weights_hash')}, pinned "
+                  f"{p.weights_hash}. This CPU computes other floats; tasks load the canonical artifact, "
+                  "never this build[/]")
+
+
+@models_app.command("pin")
+def models_pin(name: str, quiet: bool = QuietOpt) -> None:
+    """For maintainers: build NAME from its current recipe and make the build its canonical artifact
+    (rlbench/models/canonical/NAME, hashes in pins.json). Revalidate and bump every task on it."""
+    from rlbench.models.zoo import build, load_recipe, pin
+
+    set_quiet(quiet)
+    try:
+        row = pin(name, build(load_recipe(name)))
+    except ConfigError as exc:
+        _fail(exc)
+    out.print(f"pinned {name}: sha256 {row.sha256}, weights {row.weights_hash}, {row.bytes / 1e6:.1f} MB, "
+              f"{row.parameters:,} parameters, {row.steps} steps")
 
 
 @app.command("baseline")

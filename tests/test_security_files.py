@@ -141,8 +141,8 @@ def test_checkpoint_is_copied_before_it_is_validated_so_a_swap_race_gets_nothing
             copy = tmp_path / "copies" / f"{i:03d}"
             v = validate_checkpoint(ckpt, ws, base, copy, max_bytes=10 ** 8)
             outcomes.append(v.ok)
-            if v.ok:  # caught between two swaps, or as the plain file
-                assert not (copy / "extra.json").exists() or (copy / "extra.json").read_bytes() == b"{}"
+            if v.ok:  # caught between two swaps, or as the plain file (empty if read between its open and write)
+                assert not (copy / "extra.json").exists() or (copy / "extra.json").read_bytes() in (b"", b"{}")
             else:
                 assert "link" in v.reason or "not exist" in v.reason or "cannot" in v.reason, v.reason
                 assert not copy.exists()

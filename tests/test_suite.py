@@ -128,3 +128,29 @@ def test_suite_of_all_tasks_lists_every_task_folder(monkeypatch):
     spec = load_run_spec(["seeds=[0]"], str(repo / "ray_configs" / "suite-all.yaml"))
     cells = [(c.agent, c.task) for c in expand(spec)]
     assert cells == [(a, t) for a in ("null", "reference") for t in names]
+
+
+@pytest.mark.slow
+def test_a_suite_refuses_cells_on_another_base(tmp_path, monkeypatch):
+    """Issue 22: a gain on other bytes of the base is a gain on another task. The suite records
+    its bases by hash, refuses to resume on others, and leaves a cell whose base differs out of
+    its scores (kept in results.json, marked), ending in an error."""
+    from rlbench.models.zoo import pins
+    from rlbench.orchestration import suite as suite_mod
+    from rlbench.orchestration.suite import MixedBases, load_run_spec, run_suite
+
+    args = ["agent=null", "task=arith-tiny", "seeds=[0]", f"results={tmp_path}", "cell_cpus=1", "reports=false"]
+    suite_dir, results = run_suite(load_run_spec(args + ["suite=one"]))
+    assert results[0]["status"] == "ok"
+    bases = json.loads((suite_dir / "suite.json").read_text())["bases"]
+    assert bases == {"arith-tiny": pins()["arith-tiny"].weights_hash} == {"arith-tiny": results[0]["base_model"]["weights_hash"]}
+
+    monkeypatch.setattr(suite_mod, "suite_bases", lambda cells: {"arith-tiny": "0" * 16})
+    with pytest.raises(MixedBases, match="the suite ran on other base models"):
+        run_suite(load_run_spec([f"resume={suite_dir}"]))
+    with pytest.raises(MixedBases, match="1 cell"):
+        run_suite(load_run_spec(args + ["suite=two"]))
+    two = tmp_path / "suites" / "two"
+    row = json.loads((two / "results.json").read_text())[0]
+    assert "0000000000000000" in row["refused_by_suite"] and row["status"] == "ok"
+    assert json.loads((two / "scores.json").read_text())["cells"] == []

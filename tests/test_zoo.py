@@ -1,4 +1,5 @@
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -6,7 +7,9 @@ import torch
 from rlbench.config.core import ConfigError
 from rlbench.models.recipe import recipe_hash
 from rlbench.models.tokenizer import build_char_tokenizer
-from rlbench.models.zoo import build, build_dir, load_model, load_recipe, model_meta, recipe_names, resolve_model
+from rlbench.models import zoo
+from rlbench.models.zoo import (BuildFailed, build, build_dir, load_model, load_recipe, model_meta, pins,
+                                recipe_names, resolve_model, verify_canonical)
 
 
 def test_zoo_has_two_sizes_of_one_family():
@@ -83,7 +86,8 @@ def test_local_folder_loads_through_from_pretrained(fresh_home, tmp_path):
     assert resolved.kind == "local" and model.config.model_type == "llama"
 
 
-def test_unbuilt_zoo_model_without_build_is_clear(fresh_home):
+def test_unbuilt_zoo_model_without_build_is_clear(fresh_home, tmp_path, monkeypatch):
+    monkeypatch.setattr(zoo, "PINS_FILE", tmp_path / "no-pins.json")  # a recipe with no canonical artifact
     with pytest.raises(ConfigError, match="models build arith-m"):
         resolve_model("arith-m", build_missing=False)
 
@@ -102,3 +106,113 @@ def test_bad_reference_is_clear():
 def test_folder_without_config_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="config.json"):
         resolve_model(str(tmp_path))
+
+
+# --- canonical artifacts (issue 22): one set of base-model bytes on every machine -----------------
+
+TASK_BASES = {"arith-s", "arith-m", "calc-s", "game-s", "words-s"}
+
+
+def test_every_task_base_is_pinned_verified_and_loads_without_a_build(fresh_home):
+    """A zoo name loads the shipped artifact, checked against its sha256, and never builds."""
+    import yaml
+
+    pinned = pins()
+    assert TASK_BASES | {"arith-tiny"} <= set(pinned)
+    for spec in sorted((Path(zoo.__file__).parents[2] / "tasks").glob("*/task.yaml")):
+        models = yaml.safe_load(spec.read_text())["model"]
+        assert models["base"] in pinned and models.get("scale") in (None, *pinned), spec
+    for name, p in pinned.items():
+        folder = verify_canonical(name)
+        assert zoo.artifact_sha256(folder) == p.sha256 and zoo.weights_hash(folder) == p.weights_hash
+        assert p.recipe_hash == zoo.recipe_hash(load_recipe(name))
+        assert p.bytes == sum(f.stat().st_size for f in folder.iterdir()) < 64 * 1024 * 1024
+    model, _, resolved = load_model("arith-tiny", build_missing=False)
+    assert resolved.location == str(zoo.canonical_dir("arith-tiny")) and model.config.model_type == "llama"
+    assert not (fresh_home / "public" / "models").exists()  # nothing was built
+
+
+def _private_canonical(tmp_path, monkeypatch, names=("arith-tiny",)):
+    """A copy of the canonical folder the test may corrupt."""
+    root = tmp_path / "canonical"
+    root.mkdir()
+    for name in names:
+        shutil.copytree(zoo.canonical_dir(name), root / name)
+    shutil.copy(zoo.PINS_FILE, root / "pins.json")
+    monkeypatch.setattr(zoo, "CANONICAL_DIR", root)
+    monkeypatch.setattr(zoo, "PINS_FILE", root / "pins.json")
+    zoo._verified.clear()
+    return root
+
+
+def test_a_changed_canonical_artifact_is_an_error_naming_both_hashes(tmp_path, monkeypatch):
+    root = _private_canonical(tmp_path, monkeypatch)
+    pinned = pins()["arith-tiny"].sha256
+    weights = root / "arith-tiny" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one bit of one weight
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ConfigError) as exc:
+        load_model("arith-tiny")
+    got = zoo.artifact_sha256(root / "arith-tiny")
+    assert pinned in str(exc.value) and got in str(exc.value) and got != pinned
+    (root / "arith-tiny" / "model.safetensors").unlink()
+    (root / "arith-tiny" / "extra.txt").write_text("x")
+    with pytest.raises(ConfigError, match=pinned):
+        resolve_model("arith-tiny")
+
+
+def test_a_recipe_changed_after_its_pin_is_refused(tmp_path, monkeypatch):
+    _private_canonical(tmp_path, monkeypatch)
+    recipes = tmp_path / "recipes"
+    shutil.copytree(zoo.RECIPES_DIR, recipes)
+    text = (recipes / "arith-tiny.yaml").read_text().replace("lr: 3e-3", "lr: 2e-3")
+    (recipes / "arith-tiny.yaml").write_text(text)
+    monkeypatch.setattr(zoo, "RECIPES_DIR", recipes)
+    with pytest.raises(ConfigError, match="changed since its canonical artifact was pinned"):
+        resolve_model("arith-tiny")
+
+
+def test_a_build_whose_loss_does_not_fall_fails_and_is_not_cached(fresh_home):
+    recipe = load_recipe("arith-tiny", ["pretrain.lr=1e-9"])
+    with pytest.raises(BuildFailed, match="loss did not fall"):
+        build(recipe)
+    assert not build_dir(recipe).exists() and not build_dir(recipe).with_name(build_dir(recipe).name + ".tmp").exists()
+
+
+def test_a_build_that_misses_its_calibration_target_fails(fresh_home):
+    recipe = load_recipe("arith-tiny", ["pretrain.target_accuracy=1.0"])
+    with pytest.raises(BuildFailed, match="never reached its calibration target 1.000"):
+        build(recipe)
+    assert not build_dir(recipe).exists()
+
+
+def test_pinned_steps_train_exactly_that_long(fresh_home):
+    recipe = load_recipe("arith-tiny", ["pretrain.steps=20", "pretrain.eval_every=15"])
+    meta = model_meta(build(recipe))
+    assert meta["pretrain"]["steps"] == 20 and meta["pretrain"]["stopped_by"] == "steps"
+    with pytest.raises(ConfigError, match="pretrain.steps"):
+        load_recipe("arith-tiny", ["pretrain.steps=31"])  # past max_steps
+
+
+def test_models_build_says_whether_it_reproduced_the_pin_and_verify_checks_all(fresh_home, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from rlbench.cli import app
+
+    root = _private_canonical(tmp_path, monkeypatch)
+    res = CliRunner().invoke(app, ["models", "pin", "arith-tiny", "--quiet"])  # a build on this machine, pinned
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["models", "build", "arith-tiny", "--force", "--quiet"])
+    assert res.exit_code == 0 and "reproduced the canonical arith-tiny" in res.output, res.output
+    table = {**zoo.read_json(root / "pins.json")}
+    table["arith-tiny"]["weights_hash"] = "0" * 16
+    zoo.atomic_write_json(root / "pins.json", table)
+    res = CliRunner().invoke(app, ["models", "build", "arith-tiny", "--quiet"])
+    assert res.exit_code == 0 and "differs from the canonical arith-tiny" in res.output, res.output
+    res = CliRunner().invoke(app, ["models", "verify", "arith-tiny"], terminal_width=200)
+    assert res.exit_code == 0 and "ok" in res.output, res.output
+    assert CliRunner().invoke(app, ["models", "verify", "no-such"]).exit_code == 2
+    (root / "arith-tiny" / "config.json").write_text("{}")
+    res = CliRunner().invoke(app, ["models", "verify", "arith-tiny"], terminal_width=200)
+    assert res.exit_code == 1 and "failed" in res.output, res.output

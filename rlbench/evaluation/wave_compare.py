@@ -6,27 +6,52 @@ different secret seed. That is a claim about the task, so it is measured, not as
 than the base) is scored on every wave with the task's own protocol, and each wave is compared
 with the first. The waves' splits are independent draws, so the 95% interval of a difference is
 the two intervals' half-widths combined in quadrature; a wave "agrees" when the difference lies
-within it. `standard` names the task's own test and heldout.
+within it. `standard` names the task's own test and heldout; `public` and `secret` name them as
+drawn from the task file's seed and from this installation's secret (RLBENCH_SPLIT_SEED), so
+`--waves public,secret` checks that a secret draw is the same task as the public one the README
+and the tests measure.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rlbench.config.core import ConfigError
 from rlbench.tasks.spec import TaskConfig
 
 STANDARD = "standard"
+SEEDED = ("public", "secret")  # the standard splits from a chosen seed source
+
+
+@contextlib.contextmanager
+def using_seed_source(wave: str) -> Iterator[None]:
+    """RLBENCH_SPLIT_SEED set to `wave` while it is scored, when `wave` is `public` or `secret`."""
+    from rlbench.data.splits import SPLIT_SEED_ENV
+
+    if wave not in SEEDED:
+        yield
+        return
+    before = os.environ.get(SPLIT_SEED_ENV)
+    os.environ[SPLIT_SEED_ENV] = wave
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SPLIT_SEED_ENV, None)
+        else:
+            os.environ[SPLIT_SEED_ENV] = before
 
 
 def _on_wave(task: TaskConfig, wave: str) -> TaskConfig:
     from rlbench.data.waves import check_wave_name
 
     waved = copy.deepcopy(task)
-    waved.data.wave = "" if wave == STANDARD else wave
+    waved.data.wave = "" if wave in (STANDARD, *SEEDED) else wave
     if waved.data.wave:
         check_wave_name(waved.data.wave)
     return waved
@@ -43,7 +68,10 @@ def compare_waves(task: TaskConfig, models: Sequence[str], waves: Sequence[str],
         raise ConfigError("key 'models': value [] is not allowed; allowed: one or more model references")
     rows: list[dict[str, Any]] = []
     for model in models:
-        scores = {w: evaluate_model(model, _on_wave(task, w), tuple(splits), device=device)["scores"] for w in waves}
+        scores = {}
+        for w in waves:
+            with using_seed_source(w):
+                scores[w] = evaluate_model(model, _on_wave(task, w), tuple(splits), device=device)["scores"]
         for split in splits:
             first = scores[waves[0]][split]
             for w in waves[1:]:

@@ -187,13 +187,14 @@ def config_changes(config: Any, base_config: Any) -> str:
 
 
 def zoo_neighbours(base_model: Path) -> list[tuple[str, Path]]:
-    """Built zoo models other than the base (by folder), the candidates a swapped model comes from."""
-    from rlbench.models.zoo import META_FILE
+    """Zoo models other than the base (by folder), the candidates a swapped model comes from: the
+    canonical artifacts every installation has, and this machine's local builds."""
+    from rlbench.models.zoo import CANONICAL_DIR, META_FILE, pins
     from rlbench.paths import models_root
 
-    root = models_root()
     base = Path(base_model).resolve()
-    if not root.is_dir():
-        return []
-    return [(d.name.rsplit("-", 1)[0], d) for d in sorted(root.iterdir())
-            if (d / META_FILE).is_file() and d.resolve() != base]
+    found = [(name, CANONICAL_DIR / name) for name in sorted(pins())]
+    root = models_root()
+    if root.is_dir():
+        found += [(d.name.rsplit("-", 1)[0], d) for d in sorted(root.iterdir()) if (d / META_FILE).is_file()]
+    return [(name, d) for name, d in found if (d / "config.json").is_file() and d.resolve() != base]

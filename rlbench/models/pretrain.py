@@ -4,7 +4,11 @@ The skill of a tiny model appears sharply (measured: 5% to 97% greedy accuracy b
 6000 steps on 2-digit addition), so a fixed step count lands a base model at a skill level that
 shifts with seeds and machines. A recipe may instead stop at the first evaluation whose greedy
 accuracy on a calibration set (drawn from the corpus generator, never from a task split) reaches
-`target_accuracy`: the base then has partial skill, which is what RL needs to have room.
+`target_accuracy`: the base then has partial skill, which is what RL needs to have room. Where
+that happens differs between CPUs, so the canonical build's step count is recorded in its recipe
+(`steps`) and every other machine trains exactly that many steps: the shipped, hash-pinned
+artifact (rlbench/models/zoo.py) is the base everywhere, and a rebuild only says whether it
+reproduced it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -29,8 +33,25 @@ from rlbench.rewards import get_reward
 class PretrainLog:
     steps: int = 0
     seconds: float = 0.0
-    stopped_by: str = "max_steps"
+    stopped_by: str = "max_steps"  # max_steps | steps (a pinned count) | target_accuracy
+    first_loss: float = math.nan
     curve: list[dict[str, Any]] = field(default_factory=list)
+
+    def failure(self, cfg: Any) -> str:
+        """Why this build must not be used ('' when it may): a loss that did not fall, or a
+        calibration target never reached. Such a base has no skill for RL to build on (measured
+        on another CPU: calc-s trained flat at loss 1.80 with calibration 0.000 and was cached
+        all the same; its task's reference gain fell from +77 to +0.1 points)."""
+        last = self.curve[-1] if self.curve else {}
+        loss = last.get("loss", math.nan)
+        if not loss <= cfg.max_loss_ratio * self.first_loss:
+            return (f"its loss did not fall: {loss:.3f} after {self.steps} steps against {self.first_loss:.3f} at "
+                    f"step 1 (more than pretrain.max_loss_ratio={cfg.max_loss_ratio} of it)")
+        acc = last.get("calib_greedy_acc")
+        if cfg.target_accuracy is not None and (acc is None or acc < cfg.target_accuracy):
+            return (f"it never reached its calibration target {cfg.target_accuracy:.3f} (greedy accuracy "
+                    f"{acc if acc is not None else float('nan'):.3f} after {self.steps} steps)")
+        return ""
 
 
 def make_model(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> LlamaForCausalLM:
@@ -88,7 +109,10 @@ def calibration_accuracy(model, tokenizer, items: list[dict[str, Any]], max_new_
     return sum(fn(o[0].text, it["answer"]) for o, it in zip(outs, items)) / max(len(items), 1)
 
 
-def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> tuple[LlamaForCausalLM, PretrainLog]:
+def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast,
+             on_eval: Callable[[int, LlamaForCausalLM], None] | None = None) -> tuple[LlamaForCausalLM, PretrainLog]:
+    """`on_eval(step, model)` runs at every calibration point (scripts/calibrate_base.py saves
+    the model there to pick a recipe's `steps`)."""
     cfg = recipe.pretrain
     torch.set_num_threads(cfg.num_threads)
     model = make_model(recipe, tokenizer)
@@ -100,8 +124,9 @@ def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> tuple[L
     log = PretrainLog()
     start = time.monotonic()
     loss_ema = math.nan
-    with track(f"pretrain {recipe.name}", cfg.max_steps) as bar:
-        for step in range(1, cfg.max_steps + 1):
+    total = cfg.steps or cfg.max_steps
+    with track(f"pretrain {recipe.name}", total) as bar:
+        for step in range(1, total + 1):
             model.train()
             # `trace`: a generator's own corpus text after the prompt (a tool call and its value)
             texts = [(it := corpus.item())["prompt"] + it.get("trace", it["answer"]) for _ in range(cfg.batch_size)]
@@ -111,19 +136,26 @@ def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast) -> tuple[L
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
+            if step == 1:
+                log.first_loss = loss.item()
             loss_ema = loss.item() if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * loss.item()
             bar.advance()
-            if step % cfg.eval_every == 0 or step == cfg.max_steps:
+            if step % cfg.eval_every == 0 or step == total:
                 acc = calibration_accuracy(model, tokenizer, calib, *reversed(corpus_format(corpus.gen)),
                                            **corpus_tool(corpus.gen))
                 log.curve.append({"step": step, "loss": round(loss_ema, 4), "calib_greedy_acc": acc,
                                   "seconds": round(time.monotonic() - start, 1)})
                 bar.update(loss=f"{loss_ema:.3f}", acc=f"{acc:.3f}")
-                if cfg.target_accuracy is not None and step >= cfg.min_steps and acc >= cfg.target_accuracy:
+                if on_eval is not None:
+                    on_eval(step, model)
+                if cfg.steps is None and cfg.target_accuracy is not None and step >= cfg.min_steps \
+                        and acc >= cfg.target_accuracy:
                     log.stopped_by = "target_accuracy"
                     log.steps = step
                     break
             log.steps = step
+            if cfg.steps is not None:
+                log.stopped_by = "steps"
     log.seconds = round(time.monotonic() - start, 1)
     model.eval()
     return model, log

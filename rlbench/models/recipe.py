@@ -57,6 +57,13 @@ class PretrainConfig:
     # stop at the first evaluation whose greedy calibration accuracy reaches this: it is what
     # lands a base model inside a target skill window despite the sharp onset of the skill
     target_accuracy: Optional[float] = None
+    # the canonical build's step count: train exactly this many steps and then require
+    # target_accuracy, rather than stop at it. Where a skill appears is machine-dependent (float
+    # order), so a recipe that stops at a target builds different bases on different CPUs; a
+    # pinned recipe records its steps and a machine that misses the target fails loudly.
+    steps: Optional[int] = None
+    # a build whose loss (EMA) ends above this share of its first step's loss did not learn
+    max_loss_ratio: float = 0.8
     num_threads: int = 2
 
     def validate(self) -> None:
@@ -66,6 +73,9 @@ class PretrainConfig:
         check(self.eval_every >= 1, "pretrain.eval_every", self.eval_every, ">= 1")
         if self.target_accuracy is not None:
             check(0 < self.target_accuracy <= 1, "pretrain.target_accuracy", self.target_accuracy, "in (0, 1]")
+        if self.steps is not None:
+            check(1 <= self.steps <= self.max_steps, "pretrain.steps", self.steps, f"in [1, pretrain.max_steps={self.max_steps}]")
+        check(0 < self.max_loss_ratio <= 1, "pretrain.max_loss_ratio", self.max_loss_ratio, "in (0, 1]")
 
 
 @dataclass

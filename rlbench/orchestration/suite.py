@@ -164,6 +164,32 @@ def open_suite(spec: RunSpec) -> tuple[Path, RunSpec]:
     return suite_dir, spec
 
 
+class MixedBases(ConfigError):
+    """Cells of one suite scored against different bytes of the same base model: their gains are
+    gains on different tasks, so the suite refuses them (its results.json keeps them, marked)."""
+
+
+def suite_bases(cells: list[CellConfig]) -> dict[str, str]:
+    """Each base (and scale) model the suite's tasks name, by the hash its cells must report."""
+    from rlbench.models.zoo import model_identity
+    from rlbench.tasks.registry import load_task
+
+    names: set[str] = set()
+    for c in cells:
+        task = load_task(c.task)
+        names |= {task.model.base} | ({task.model.scale} if task.model.scale else set())
+    return {name: model_identity(name) for name in sorted(names)}
+
+
+def base_mismatch(result: dict[str, Any], bases: dict[str, str]) -> str:
+    """Why a cell's result is not on the suite's base ('' when it is)."""
+    b = result.get("base_model") or {}
+    want = bases.get(b.get("name", ""))
+    if not b.get("weights_hash") or want is None or b["weights_hash"] == want:
+        return ""
+    return f"its base {b['name']} has weights {b['weights_hash']}, the suite's {want}"
+
+
 def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
     """Run (or finish) a suite; returns its folder and every cell's result, in matrix order."""
     import ray
@@ -172,7 +198,14 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
     suite_dir = suite_dir.resolve()
     cells = expand(spec)
     keys = [cell_key(c) for c in cells]
-    atomic_write_json(suite_dir / "suite.json", {"spec": to_dict(spec), "cells": keys})
+    bases = suite_bases(cells)  # before any work: a canonical model that fails its hash stops here
+    saved = read_json(suite_dir / "suite.json") if (suite_dir / "suite.json").is_file() else {}
+    changed = {n: (saved["bases"][n], h) for n, h in bases.items()
+               if n in (saved.get("bases") or {}) and saved["bases"][n] != h}
+    if changed:
+        raise MixedBases(f"resume={suite_dir}: the suite ran on other base models: "
+                         + "; ".join(f"{n} was {a}, here {b}" for n, (a, b) in changed.items()))
+    atomic_write_json(suite_dir / "suite.json", {"spec": to_dict(spec), "cells": keys, "bases": bases})
     results: dict[str, dict[str, Any]] = {}
     todo = []
     for key, cell in zip(keys, cells):
@@ -224,7 +257,11 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
         for key in keys:
             results[key] = _robustness(results[key], spec)
     ordered = [results[k] for k in keys]
+    refused = {k: why for k in keys if (why := base_mismatch(results[k], bases))}
+    for k, why in refused.items():
+        results[k]["refused_by_suite"] = why
     atomic_write_json(suite_dir / "results.json", ordered)
+    ordered = [results[k] for k in keys if k not in refused]
     scores = score_suite(ordered)
     atomic_write_json(suite_dir / "scores.json", scores)
     atomic_write_text(suite_dir / "scores.csv", scores_csv(scores))
@@ -236,6 +273,9 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
         for r in ordered:
             log_cell(r, spec.wandb_group or suite_dir.name, spec.wandb_project, suite_dir)  # -> SUITE/wandb/
         info(f"suite {suite_dir.name}: W&B runs in {suite_dir / 'wandb'} (WANDB_MODE={os.environ.get('WANDB_MODE')})")
+    if refused:
+        raise MixedBases(f"suite {suite_dir}: {len(refused)} cell(s) ran on another base and are left out of its "
+                         "scores and leaderboard: " + "; ".join(f"{k}: {w}" for k, w in refused.items()))
     return suite_dir, ordered
 
 
