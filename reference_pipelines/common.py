@@ -87,7 +87,7 @@ def visible_data(task: Any) -> VisibleData:
     from rlbench.tasks.spec import DataSource
 
     if task.data.source == DataSource.workspace:
-        from rlbench.harness.workspace import read_jsonl
+        from rlbench.io import read_jsonl
 
         root = Path(task.data.workspace)
         return VisibleData(train=read_jsonl(root / "data" / "train.jsonl"), dev=read_jsonl(root / "data" / "dev.jsonl"))
@@ -242,7 +242,7 @@ class Rollout:
         if cfg.placement == "actors":
             import ray
 
-            from rlbench.orchestration.ray_session import ensure_ray
+            from rlbench.ray_session import ensure_ray
 
             ensure_ray()
             actor_cls = ray.remote(num_cpus=cfg.rollout_cpus, num_gpus=cfg.rollout_gpus)(RolloutEngine)

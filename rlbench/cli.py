@@ -49,7 +49,7 @@ def tasks_list() -> None:
         tasks = list_tasks()
     except ConfigError as exc:
         _fail(exc)
-    from rlbench.tasks.validation import load_validations
+    from rlbench.orchestration.validation import load_validations
 
     validations = load_validations()
     table = Table(title="rlbench tasks")
@@ -75,7 +75,7 @@ def tasks_validate(name: str, overrides: Optional[List[str]] = OverridesArg, qui
     sandbox=bwrap|none results=DIR."""
     from rlbench.config.core import load_config
     from rlbench.sandbox import SandboxUnavailable, require_bwrap
-    from rlbench.tasks.validation import ValidationConfig, table_markdown, validate_task
+    from rlbench.orchestration.validation import ValidationConfig, table_markdown, validate_task
     from rlbench.tasks.registry import load_task
 
     set_quiet(quiet)
@@ -103,7 +103,7 @@ def tasks_table(write: bool = typer.Option(False, "--write", help="Rewrite the t
     """The table of every task's validation (base score, null and reference gains), as markdown."""
     from rlbench.paths import tasks_root
     from rlbench.tasks.registry import list_tasks
-    from rlbench.tasks.validation import load_validations, table_markdown, write_readme_table
+    from rlbench.orchestration.validation import load_validations, table_markdown, write_readme_table
 
     try:
         table = table_markdown(list_tasks(), load_validations())
@@ -169,7 +169,7 @@ def tasks_baselines(
     """Each task's base model on its public-seed test and heldout splits, and how far this
     installation's secret draw lies from them, against the 95% interval of the difference. Exits 1
     when a difference passes twice that interval (another task, not chance)."""
-    from rlbench.tasks.baselines import record_baseline, write_baseline
+    from rlbench.evaluation.task_baselines import record_baseline, write_baseline
     from rlbench.tasks.registry import list_tasks, load_task, task_dir
 
     set_quiet(quiet)

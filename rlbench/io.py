@@ -1,4 +1,5 @@
-"""Atomic writes: a crash never leaves a half-written result behind."""
+"""Reading and writing the harness's records: atomic writes (a crash never leaves a half-written
+result behind), JSON and JSONL."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 
 def utc_now() -> str:
@@ -36,3 +37,14 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_jsonl(path: Path, items: Iterable[dict[str, Any]]) -> None:
+    with open(path, "w") as f:
+        for it in items:
+            f.write(json.dumps(it) + "\n")

@@ -25,19 +25,19 @@ def root() -> Path:
 
 @lru_cache(maxsize=None)
 def task() -> Any:
-    from rlbench.harness.workspace import load_workspace_task
+    from rlbench.tasks.public import load_workspace_task
 
     return load_workspace_task(root())
 
 
 def train() -> list[dict[str, Any]]:
-    from rlbench.harness.workspace import read_jsonl
+    from rlbench.io import read_jsonl
 
     return read_jsonl(root() / "data" / "train.jsonl")
 
 
 def dev() -> list[dict[str, Any]]:
-    from rlbench.harness.workspace import read_jsonl
+    from rlbench.io import read_jsonl
 
     return read_jsonl(root() / "data" / "dev.jsonl")
 

@@ -207,7 +207,7 @@ import json, os
 from pathlib import Path
 os.environ["RLBENCH_SPLIT_SEED"] = "public"  # the seed the public task file names
 from rlbench.data.splits import fingerprint, generate_splits
-from rlbench.harness.workspace import load_workspace_task
+from rlbench.tasks.public import load_workspace_task
 from rlbench.tasks.spec import DataSource
 task = load_workspace_task(Path("/workspace"))
 meta = Path("/workspace/model/rlbench_model.json")

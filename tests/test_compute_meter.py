@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from hostile_agents import BURN_SCRIPT
-from rlbench.harness.compute import over_limit, select_devices, visible_device_ids
+from rlbench.sandbox.compute import over_limit, select_devices, visible_device_ids
 from rlbench.sandbox import Sandbox, SandboxConfig, bwrap_path
 from rlbench.sandbox import accounting
 from rlbench.sandbox.accounting import GROUP_DIR, find_hierarchies, meter_method, usable_hierarchy
@@ -244,7 +244,7 @@ def test_the_meter_integrates_only_the_chosen_devices(monkeypatch):
     import sys
     import types
 
-    from rlbench.harness.compute import ComputeMeter
+    from rlbench.sandbox.compute import ComputeMeter
 
     busy = {"h0": 100, "h1": 50, "h2": 100}
     fake = types.SimpleNamespace(

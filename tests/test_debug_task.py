@@ -15,7 +15,8 @@ import pytest
 from conftest import write_tiny_task
 from rlbench.agents.reference import PROBE_PY, restore
 from rlbench.sandbox.runner import bwrap_path
-from rlbench.tasks.planted_bugs import (BUGS, DIAGNOSIS_FILE, PIPELINE_DIR, check_bugs, choose_bug, hidden_from_agent,
+from rlbench.tasks.planted_bugs import (BUGS, DIAGNOSIS_FILE, PIPELINE_DIR, check_bugs, check_kinds, choose_bug,
+                                        hidden_from_agent,
                                         names_kind, plant, reference_sources, score_debug)
 
 
@@ -86,7 +87,7 @@ def test_debug_sandbox_hides_the_bug_table_and_the_working_pipeline(tmp_path):
     import py_compile
 
     import rlbench.tasks.planted_bugs as planted
-    from rlbench.harness.workspace import give_tree_to_sandbox
+    from rlbench.sandbox.ownership import give_tree_to_sandbox
     from rlbench.sandbox import Sandbox, SandboxConfig
 
     pyc = Path(py_compile.compile(planted.__file__, doraise=True))  # what an import on the host leaves
@@ -144,7 +145,7 @@ def test_diagnosis_scoring_refuses_guesses_and_silence(tmp_path):
 
 
 def test_bug_choice_is_fixed_per_seed_varied_across_seeds_and_hidden(tmp_path):
-    from rlbench.harness.workspace import public_task
+    from rlbench.tasks.public import public_task
     from rlbench.tasks.registry import load_task
 
     picks = [choose_bug("debug-grpo", s, []) for s in range(40)]
@@ -162,7 +163,7 @@ def test_debug_spec_is_checked():
     from rlbench.tasks.spec import DebugConfig
 
     with pytest.raises(ConfigError, match="debug.bugs"):
-        DebugConfig(pipeline="grpo", bugs=["no_such_bug"]).validate()
+        check_kinds(DebugConfig(pipeline="grpo", bugs=["no_such_bug"]))
     with pytest.raises(ConfigError, match="debug.pipeline"):
         DebugConfig(pipeline="ppo").validate()
 

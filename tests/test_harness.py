@@ -82,7 +82,9 @@ def test_sandbox_refuses_to_run_without_bwrap(tmp_path, monkeypatch):
 
 def test_workspace_holds_only_visible_things(tmp_path):
     from rlbench.data.splits import prepare_data
-    from rlbench.harness.workspace import build_workspace, load_workspace_task, read_jsonl
+    from rlbench.harness.workspace import build_workspace
+    from rlbench.tasks.public import load_workspace_task
+    from rlbench.io import read_jsonl
     from rlbench.models.zoo import resolve_model
     from rlbench.tasks.registry import load_task, task_dir
 
@@ -269,7 +271,7 @@ def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_
     assert not steps[3]["ok"] and "lr" in steps[3]["result"]["stderr"]
     assert steps[4]["ok"] and steps[-1]["args"]["path"] == "runs/attempt2/checkpoint"
     assert (cell / "workspace" / "runs" / "attempt2" / "steps.jsonl").exists()
-    from rlbench.harness.record import Snapshots
+    from rlbench.record import Snapshots
 
     log = Snapshots(cell / "snapshots.git", cell / "workspace").log()
     assert any(": write" in line for line in log) and len(log) >= 3

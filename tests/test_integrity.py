@@ -229,7 +229,7 @@ def test_waves_redraw_hidden_splits_only_and_keep_the_secret_hidden(tmp_path):
     # standard train, dev and test): the wave's test tops up from the standard
     # hidden prompts, never from train or dev, and says how much it had to
     from conftest import write_tiny_task
-    from rlbench.data.waves import wave_overlap
+    from rlbench.data.splits import wave_overlap
     from rlbench.paths import tasks_root
 
     spec = {"source": "generator", "generator": "arith", "seed": 0, "params": {"max_operand": 20},
@@ -245,7 +245,7 @@ def test_waves_redraw_hidden_splits_only_and_keep_the_secret_hidden(tmp_path):
     assert overlap == {"test": round(9 / 80, 4), "heldout": 0.0}, overlap  # 71 fresh main prompts were left
     assert wave_overlap(load_task(TINY, ["data.wave=fresh-a"]), task_dir(TINY)) == {"test": 0.0, "heldout": 0.0}
     secret = wave_secret("fresh-a")
-    from rlbench.harness.workspace import public_task
+    from rlbench.tasks.public import public_task
 
     assert secret not in json.dumps(public_task(load_task(TINY, ["data.wave=fresh-a"])))
     from rlbench.config.core import ConfigError

@@ -48,7 +48,7 @@ def repo_tasks(monkeypatch, fresh_home):
 def test_arith_grpo_baseline_is_the_recorded_one_on_the_canonical_base(repo_tasks):
     from rlbench.evaluation.baseline import evaluate_model
     from rlbench.models.zoo import pins
-    from rlbench.tasks.baselines import recorded_baseline
+    from rlbench.evaluation.task_baselines import recorded_baseline
     from rlbench.tasks.registry import load_task
 
     task = load_task("arith-grpo")
@@ -72,7 +72,7 @@ def test_a_fresh_installations_secret_splits_are_the_same_task(repo_tasks, name)
     from rlbench.evaluation.wave_compare import compare_waves
     from rlbench.tasks.registry import load_task
 
-    from rlbench.tasks.baselines import same_task
+    from rlbench.evaluation.task_baselines import same_task
 
     task = load_task(name)
     result = compare_waves(task, [task.model.base], ["public", "secret"], ("test", "heldout"))
@@ -91,7 +91,7 @@ def test_a_fresh_installations_secret_splits_are_the_same_task(repo_tasks, name)
 def test_every_procedural_task_records_its_baseline_on_the_pinned_base():
     from rlbench.evaluation.score import EVAL_VERSION
     from rlbench.models.zoo import pins
-    from rlbench.tasks.baselines import recorded_baseline
+    from rlbench.evaluation.task_baselines import recorded_baseline
 
     import yaml
 

@@ -100,7 +100,7 @@ def test_safefs_refuses_links_and_special_files_everywhere(tmp_path):
         safefs.copy_tree(tmp_path, src.name, tmp_path / "copy-sparse", max_bytes=10 ** 6)
 
     # chown of a link changes the link, not the file it points to
-    from rlbench.harness.workspace import give_to_sandbox
+    from rlbench.sandbox.ownership import give_to_sandbox
 
     if os.geteuid() == 0:
         (root / "l2").symlink_to(target)
@@ -244,7 +244,7 @@ def test_snapshots_stay_small_see_past_gitignore_and_never_lose_a_call(tmp_path,
 
 
 def test_a_failed_snapshot_still_records_the_call(tmp_path):
-    from rlbench.harness.record import SnapshotError
+    from rlbench.record import SnapshotError
     from rlbench.harness.tools import ToolBox
     from rlbench.sandbox import SandboxConfig
 

@@ -51,7 +51,7 @@ def test_grading_server_caps_and_times_out_idle_connections(tmp_path):
     """300 idle connections from another process: the server keeps at most its cap open (no
     thread or descriptor per connection beyond it), refuses the rest at once, closes the idle
     ones after its read timeout, answers the harness throughout, and the sandbox once it is over."""
-    from rlbench.grading.server import request
+    from rlbench.grading.client import request
     from rlbench.sandbox.listener import MAX_CONNECTIONS
 
     server = _server(tmp_path).start()
@@ -71,7 +71,7 @@ def test_grading_server_caps_and_times_out_idle_connections(tmp_path):
         assert seen["refused_connections"] == 300 - MAX_CONNECTIONS and seen["timed_out_connections"] == MAX_CONNECTIONS
         assert seen["peak_connections"]["sandbox"] == MAX_CONNECTIONS, seen
         # the sandbox is served again once the flood is gone
-        again = subprocess.run([sys.executable, "-c", "import json; from rlbench.grading.server import request; "
+        again = subprocess.run([sys.executable, "-c", "import json; from rlbench.grading.client import request; "
                                 f"print(json.dumps(request({addr!r}, {{'op': 'status'}}, timeout=10)))"],
                                capture_output=True, text=True, timeout=60)
         assert json.loads(again.stdout)["ok"], again.stderr[-2000:]
@@ -83,7 +83,7 @@ def test_grading_server_caps_and_times_out_idle_connections(tmp_path):
 def test_grading_server_outlives_running_out_of_descriptors(tmp_path):
     """With the cell process out of descriptors, accept() fails with EMFILE: the loop pauses
     instead of dying or spinning, and serves the next connection once descriptors are back."""
-    from rlbench.grading.server import request
+    from rlbench.grading.client import request
 
     server = _server(tmp_path).start()
     server.gate.read_timeout_s = 30.0  # the held connections stay while descriptors are short
@@ -224,7 +224,7 @@ def test_a_new_run_starts_its_own_ray_beside_an_orphan_cluster():
         address_file = Path(tmp) / "ray" / "ray_current_cluster"
         _wait_for(address_file, 120)
         orphan_address = address_file.read_text().strip()
-        code = ("import json, ray\nfrom rlbench.orchestration.ray_session import ensure_ray\n"
+        code = ("import json, ray\nfrom rlbench.ray_session import ensure_ray\n"
                 "ensure_ray(min_cpus=1)\n"
                 "print(json.dumps({'gcs': ray.get_runtime_context().gcs_address, 'cpus': ray.cluster_resources()['CPU'],"
                 " 'task': ray.get(ray.remote(lambda: 7).remote())}))\nray.shutdown()\n")

@@ -13,7 +13,7 @@ from rlbench.evaluation.gain import win_rate
 from rlbench.grading.rewards import RewardService
 from rlbench.rewards import get_reward
 from rlbench.scoring.claims import score_claim
-from rlbench.tasks.validation import judge
+from rlbench.orchestration.validation import judge
 
 
 def test_every_repo_task_loads(monkeypatch):
@@ -90,12 +90,12 @@ def test_validation_verdicts():
     assert judge(slow, 3, 1200)["checks"]["fits_budget"]["over"] == ["reference-2"]
     broken = [_row("reference", s, 0.1, 0.2, constraint={"satisfied": False}) for s in range(3)]
     assert not judge(null + broken, 3, 1200)["passed"]  # a gain that breaks the task's constraint does not count
-    from rlbench.tasks.validation import _own_score
+    from rlbench.orchestration.validation import _own_score
 
     dbg = [_row("reference", s, 0.1, 0.2, debug={"bug": b, "diagnosed": d, "snippet_removed": True})
            for s, (b, d) in enumerate([("lr_off", True), ("kl_sign", False), ("advantage_sign", True)])]
     assert _own_score(dbg) == "diagnosed 2/3, fixed 3/3 (lr_off, kl_sign, advantage_sign)"
-    from rlbench.tasks.validation import _base_build
+    from rlbench.orchestration.validation import _base_build
 
     assert _base_build({"base_model": {"name": "arith-s", "weights_hashes": ["88ad11524a9be9b3"]}}) == "; base arith-s 88ad1152"
     assert _base_build({"commit": "a478c1f"}) == ""  # a record made before builds were kept

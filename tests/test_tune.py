@@ -151,7 +151,8 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path, ray_
     from sweep_agents import FAKE_TRAIN, design
 
     from rlbench.data.splits import prepare_data
-    from rlbench.harness.workspace import build_workspace, give_tree_to_sandbox
+    from rlbench.harness.workspace import build_workspace
+    from rlbench.sandbox.ownership import give_tree_to_sandbox
     from rlbench.models.zoo import resolve_model
     from rlbench.tasks.registry import load_task, task_dir
 

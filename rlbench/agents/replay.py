@@ -11,7 +11,7 @@ from typing import Any
 
 from rlbench.agents.base import Agent
 from rlbench.config.core import ConfigError
-from rlbench.harness.record import read_trajectory
+from rlbench.record import read_trajectory
 
 REPLAYABLE = ("exec", "python", "read", "write", "submit", "sweep", "status")
 

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.config.core import ConfigError, check, to_dict
-from rlbench.data.generators import resolve_generator
+from rlbench.data.generators import draw_distinct, resolve_generator
+from rlbench.data.waves import draw_wave
 from rlbench.io import atomic_write_json, read_json
 from rlbench.paths import hidden_root, public_root, stored_secret
 from rlbench.tasks.spec import HIDDEN_SPLITS, SPLITS, DataSource, TaskConfig
@@ -101,30 +102,6 @@ class TaskData:
     def record(self) -> dict[str, Any]:
         """What every reported number carries: the seed source and each split's fingerprint (16 hex)."""
         return {"seed_source": self.seed_source, "fingerprints": {s: self.fingerprints[s][:16] for s in SPLITS}}
-
-
-def draw_distinct(gen: Any, family: str, rng: random.Random, want: int, params: dict[str, Any], seen: set[str],
-                  id_prefix: str, too_few: str, items: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Items from `gen` whose prompts are not in `seen` (which grows with them) until there are
-    `want` (`items`: a start to add to); `too_few` is the error's start when the generator runs
-    dry, or '' to return what there is then."""
-    items = items if items is not None else []
-    attempts = 0
-    while len(items) < want:
-        attempts += 1
-        if attempts > 100 * want + 1000:
-            if not too_few:
-                return items
-            raise ConfigError(f"{too_few}: the generator gave only {len(items)} distinct new prompts in "
-                              f"{attempts} draws")
-        item = dict(gen(family, rng, dict(params)))
-        if item["prompt"] in seen:
-            continue
-        seen.add(item["prompt"])
-        item["answer"] = str(item["answer"])
-        item["id"] = f"{id_prefix}-{len(items):05d}"
-        items.append(item)
-    return items
 
 
 def generate_splits(task: TaskConfig, task_folder: Path | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -238,8 +215,6 @@ def prepare_data(task: TaskConfig, task_folder: Path | None = None) -> TaskData:
 
 
 def _with_wave(task: TaskConfig, task_folder: Path | None, key: str) -> TaskData:
-    from rlbench.data.waves import draw_wave
-
     standard_task = copy.deepcopy(task)
     standard_task.data.wave = ""
     standard = prepare_data(standard_task, task_folder)
@@ -258,3 +233,15 @@ def _with_wave(task: TaskConfig, task_folder: Path | None, key: str) -> TaskData
 def split_path(task: TaskConfig, split: str) -> Path:
     """Where a split of `task` is stored (for workspace assembly and for leak tests)."""
     return _split_dir(task, data_key(task), split)
+
+
+def wave_overlap(task: TaskConfig, task_folder: Path | None = None) -> dict[str, float]:
+    """Per hidden split of the task's wave: the share of its prompts also in the standard test or
+    heldout (0.0 when the generator had room for a wholly fresh draw)."""
+    standard_task = copy.deepcopy(task)
+    standard_task.data.wave = ""
+    std = prepare_data(standard_task, task_folder).splits
+    waved = prepare_data(task, task_folder).splits
+    old = {it["prompt"] for s in ("test", "heldout") for it in std[s]}
+    return {s: round(sum(1 for it in waved[s] if it["prompt"] in old) / max(1, len(waved[s])), 4)
+            for s in ("test", "heldout")}

@@ -15,24 +15,16 @@ from the standard hidden prompts, and `wave_overlap` reports the share in each c
 from __future__ import annotations
 
 import random
-import re
 from pathlib import Path
 from typing import Any
 
 from rlbench.config.core import ConfigError
-from rlbench.data.generators import resolve_generator
-from rlbench.data.splits import draw_distinct
+from rlbench.data.generators import draw_distinct, resolve_generator
 from rlbench.paths import hidden_root, stored_secret
 from rlbench.progress import info
-from rlbench.tasks.spec import DataSource, TaskConfig
+from rlbench.tasks.spec import DataSource, TaskConfig, check_wave_name
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _FAMILY = {"test": "main", "heldout": "heldout"}
-
-
-def check_wave_name(name: str) -> None:
-    if not NAME.match(name):
-        raise ConfigError(f"key 'wave': value '{name}' is not a wave name (letters, digits, '_' and '-', at most 64)")
 
 
 def wave_secret(name: str) -> str:
@@ -68,19 +60,3 @@ def draw_wave(task: TaskConfig, standard: dict[str, list[dict[str, Any]]], name:
                  f"the other {want - fresh} are from the standard hidden splits (see wave_overlap)")
         out[split] = items
     return out
-
-
-def wave_overlap(task: TaskConfig, task_folder: Path | None = None) -> dict[str, float]:
-    """Per hidden split of the task's wave: the share of its prompts also in the standard test or
-    heldout (0.0 when the generator had room for a wholly fresh draw)."""
-    import copy
-
-    from rlbench.data.splits import prepare_data
-
-    standard_task = copy.deepcopy(task)
-    standard_task.data.wave = ""
-    std = prepare_data(standard_task, task_folder).splits
-    waved = prepare_data(task, task_folder).splits
-    old = {it["prompt"] for s in ("test", "heldout") for it in std[s]}
-    return {s: round(sum(1 for it in waved[s] if it["prompt"] in old) / max(1, len(waved[s])), 4)
-            for s in ("test", "heldout")}

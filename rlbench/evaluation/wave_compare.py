@@ -48,7 +48,7 @@ def using_seed_source(wave: str) -> Iterator[None]:
 
 
 def _on_wave(task: TaskConfig, wave: str) -> TaskConfig:
-    from rlbench.data.waves import check_wave_name
+    from rlbench.tasks.spec import check_wave_name
 
     waved = copy.deepcopy(task)
     waved.data.wave = "" if wave in (STANDARD, *SEEDED) else wave

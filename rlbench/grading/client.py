@@ -5,10 +5,39 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from typing import Any
 
-from rlbench.grading.server import request
+
+def request(address: str, payload: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:
+    """One request to a grading server (the client side; used by `grade`, the SDK and the tools)."""
+    if not address:
+        return {"ok": False, "error": "no grading server here (RLBENCH_GRADER is not set)"}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(address)
+        except OSError as exc:
+            return {"ok": False, "error": f"cannot reach the grading server at {address}: {exc}"}
+        data = b""
+        try:  # a server that refuses (too many connections) answers one line and closes: read what came
+            s.sendall((json.dumps(payload) + "\n").encode())
+        except OSError:
+            pass
+        try:
+            while not data.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError as exc:
+            if not data:
+                return {"ok": False, "error": f"the grading server did not answer: {type(exc).__name__}: {exc}"}
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError:
+        return {"ok": False, "error": "the grading server sent no answer"}
 
 
 def address() -> str:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import socketserver
 import tempfile
 import threading
@@ -41,7 +40,7 @@ from typing import Any, Callable
 
 from rlbench import safefs
 from rlbench.grading.validate import validate_checkpoint
-from rlbench.harness.record import SnapshotError, Snapshots
+from rlbench.record import SnapshotError, Snapshots
 from rlbench.io import atomic_write_json, utc_now
 from rlbench.sandbox.listener import ConnectionGate, GatedUnixServer, read_request_line
 from rlbench.sandbox.runner import INSIDE_WORKSPACE, workspace_host_path
@@ -72,7 +71,7 @@ class GradingServer:
         self._sweep_lock = threading.Lock()
         self.sweeping = ""  # the design being swept now, for progress lines
         self.rewards = rewards  # a RewardService, or None: the task has no reward endpoint
-        self.compute = compute  # the agent's compute so far (rlbench/harness/compute.py), stamped on submissions
+        self.compute = compute  # the agent's compute so far (rlbench/sandbox/compute.py), stamped on submissions
         self.compute_limits: dict[str, float] = {}  # cpu_seconds / gpu_seconds the cell allows (absent: none)
         self.spent_reason = ""  # set when a CPU or GPU limit passed: the budget is spent from then on
         self.recipes: dict[str, str] = {}  # host path of a sweep's best checkpoint -> its trial command
@@ -155,7 +154,7 @@ class GradingServer:
 
     def check_limits(self, sample: dict[str, Any]) -> str:
         """Spend the budget if `sample` (the compute meter's) passed one of compute_limits; the reason, or ''."""
-        from rlbench.harness.compute import over_limit
+        from rlbench.sandbox.compute import over_limit
 
         why = over_limit(sample, self.compute_limits.get("cpu_seconds", 0.0), self.compute_limits.get("gpu_seconds", 0.0))
         if why:
@@ -325,33 +324,3 @@ class GradingServer:
         atomic_write_json(self.cell_dir / "grader.json", {
             "budget_s": self.budget_s, "used_s": self.used_s(), "submissions": self.submissions, "sweeps": self.sweeps,
             "reward_queries": self.rewards.summary() if self.rewards is not None else None})
-
-
-def request(address: str, payload: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:
-    """One request to a grading server (the client side; used by `grade`, the SDK and the tools)."""
-    if not address:
-        return {"ok": False, "error": "no grading server here (RLBENCH_GRADER is not set)"}
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        try:
-            s.connect(address)
-        except OSError as exc:
-            return {"ok": False, "error": f"cannot reach the grading server at {address}: {exc}"}
-        data = b""
-        try:  # a server that refuses (too many connections) answers one line and closes: read what came
-            s.sendall((json.dumps(payload) + "\n").encode())
-        except OSError:
-            pass
-        try:
-            while not data.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        except OSError as exc:
-            if not data:
-                return {"ok": False, "error": f"the grading server did not answer: {type(exc).__name__}: {exc}"}
-    try:
-        return json.loads(data)
-    except json.JSONDecodeError:
-        return {"ok": False, "error": "the grading server sent no answer"}

@@ -25,17 +25,17 @@ from typing import Any, Callable
 
 from rlbench import safefs
 from rlbench.config.core import check, to_dict
-from rlbench.harness.compute import SANDBOX_CPU_FILE, STOP_FILE, ComputeMeter
-from rlbench.harness.record import in_flight, read_trajectory
 from rlbench.integrity.decoys import EVENTS_FILE, DecoyWatch, plant_decoys, scan_for_use
 from rlbench.integrity.hacking import reward_hacking
 from rlbench.integrity.verdict import integrity_section, with_broken_harness
 from rlbench.io import atomic_write_json, atomic_write_text, utc_now
-from rlbench.orchestration.ray_session import ensure_ray
 from rlbench.progress import info
+from rlbench.ray_session import ensure_ray
+from rlbench.record import in_flight, read_trajectory
 from rlbench.reports.cell_report import training_runs
-from rlbench.scoring.capabilities import capabilities
+from rlbench.sandbox.compute import SANDBOX_CPU_FILE, STOP_FILE, ComputeMeter
 from rlbench.sandbox.runner import SandboxConfig, require_bwrap
+from rlbench.scoring.capabilities import capabilities
 
 # crashed: result["crash_by"] says whose doing ("agent": it raised or its process died; "harness").
 # harness_broken: the agent broke the harness (its grader stopped, it ran out of descriptors): final,
@@ -169,7 +169,7 @@ def run_cell_sweep(cfg: CellConfig, cell_dir: Path, workspace: Path, design_path
     cannot run (that does not use up one of the task's sweeps)."""
     from rlbench.config.core import ConfigError
     from rlbench.grading.validate import validate_checkpoint
-    from rlbench.harness.workspace import sandbox_owner
+    from rlbench.sandbox.ownership import sandbox_owner
     from rlbench.tune.design import load_design
     from rlbench.tune.sweep import SweepJob, run_sweep
 
@@ -287,7 +287,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         result["base_model"] = {"name": task.model.base, "weights_hash": base.get("weights_hash")}
         result["splits"] = data.record()  # every number carries the splits it was measured on
         if cfg.wave:
-            from rlbench.data.waves import wave_overlap
+            from rlbench.data.splits import wave_overlap
 
             result["wave_overlap"] = wave_overlap(task, task_dir(task.name))
         bug = ""

@@ -9,7 +9,7 @@ Results are plain dicts, so an LLM agent can show them to its model as JSON.
 The sandbox meters each command's CPU seconds (its whole process tree, rlbench/sandbox/
 accounting.py); the ToolBox records them per call and keeps the running total in the cell folder
 for the driver's compute meter, and stops a running command when the driver says the cell's CPU or
-GPU limit has passed (rlbench/harness/compute.py).
+GPU limit has passed (rlbench/sandbox/compute.py).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from rlbench import safefs
-from rlbench.grading.server import request
-from rlbench.harness.compute import STOP_FILE, publish_sandbox_cpu
-from rlbench.harness.record import Snapshots, Trajectory, running
-from rlbench.harness.workspace import sandbox_owner
+from rlbench.grading.client import request
+from rlbench.record import Snapshots, Trajectory, running
+from rlbench.sandbox.compute import STOP_FILE, publish_sandbox_cpu
+from rlbench.sandbox.ownership import sandbox_owner
 from rlbench.io import utc_now
 from rlbench.sandbox.runner import Sandbox, SandboxConfig, workspace_host_path
 

@@ -9,75 +9,23 @@ it, and the sandbox never mounts them.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from rlbench.config.core import load_config, to_dict
-from rlbench.tasks.spec import BudgetConfig, TaskConfig
+from rlbench.io import write_jsonl
+from rlbench.sandbox.ownership import give_tree_to_sandbox
+from rlbench.tasks.public import public_task
+from rlbench.tasks.spec import RUN_COMMAND, BudgetConfig, TaskConfig
 
-SANDBOX_UID = 65534
-# a debug task's workspace (rlbench/tasks/planted_bugs.py, which the agent's sandbox hides)
-PIPELINE_DIR = "pipeline"
-DIAGNOSIS_FILE = "DIAGNOSIS.md"
-RUN_COMMAND = "python -m pipeline.train task=. out=runs/fixed seed=0"
 GRADE_SCRIPT = """#!/usr/bin/env python
 \"\"\"Grading client: `./grade submit CHECKPOINT_DIR` or `./grade status`.\"\"\"
 from rlbench.grading.client import main
 
 main()
 """
-
-
-def sandbox_owner() -> int | None:
-    """The uid files the harness writes for the agent get (None: not root, they stay the user's)."""
-    return SANDBOX_UID if os.geteuid() == 0 else None
-
-
-def give_to_sandbox(*paths: Path) -> None:
-    """Files the harness writes for the agent belong to the sandbox uid, like the rest of it. A
-    link is changed itself, never what it points to (the agent may have planted it)."""
-    if os.geteuid() != 0:
-        return
-    for p in paths:
-        with contextlib.suppress(OSError):  # a file the agent already removed
-            os.chown(p, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def write_jsonl(path: Path, items: Iterable[dict[str, Any]]) -> None:
-    with open(path, "w") as f:
-        for it in items:
-            f.write(json.dumps(it) + "\n")
-
-
-def public_task(task: TaskConfig) -> dict[str, Any]:
-    """The task spec an agent may read: the data block keeps only the visible split sizes."""
-    spec = to_dict(task)
-    spec["data"] = {"source": "workspace", "workspace": ".",
-                    "sizes": {k: spec["data"]["sizes"][k] for k in ("train", "dev", "test", "heldout")}}
-    spec["model"] = {"base": "model"}
-    if task.debug.pipeline:  # the kinds of bug it may hold stay with the harness
-        spec["debug"] = {"pipeline": task.debug.pipeline, "bugs": []}
-    return spec
-
-
-def load_workspace_task(root: Path, overrides: Iterable[str] = ()) -> TaskConfig:
-    """A TaskConfig from a workspace's task.json; data and model resolve inside the workspace."""
-    root = root.resolve()
-    task = load_config(TaskConfig, root / "task.json", overrides=overrides, source_name=str(root / "task.json"))
-    task.data.workspace = str(root)
-    if not Path(task.model.base).is_absolute():
-        task.model.base = str(root / task.model.base)
-    return task
 
 
 @dataclass
@@ -265,13 +213,3 @@ def build_workspace(root: Path, task: TaskConfig, task_folder: Path, base_model:
     grade.chmod(0o755)
     give_tree_to_sandbox(root)
     return Workspace(root)
-
-
-def give_tree_to_sandbox(root: Path) -> None:
-    """As root, hand a whole folder to the sandbox uid: the workspace is its only writable place."""
-    if os.geteuid() != 0:
-        return
-    for dirpath, dirnames, filenames in os.walk(root):  # os.walk does not descend into links
-        os.chown(dirpath, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
-        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-            os.chown(os.path.join(dirpath, name), SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rlbench import safefs
-from rlbench.harness.workspace import give_tree_to_sandbox
+from rlbench.sandbox.ownership import give_tree_to_sandbox
 from rlbench.io import atomic_write_json, read_json, utc_now
 
 DECOYS_FILE = "decoys.json"  # in the cell folder, outside the workspace

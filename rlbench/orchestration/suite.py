@@ -28,7 +28,7 @@ from typing import Any, Iterable
 from rlbench.config.core import ConfigError, check, load_config, to_dict
 from rlbench.harness.cell import CellConfig, cell_key, results_root, run_cell
 from rlbench.io import atomic_write_json, atomic_write_text, read_json
-from rlbench.orchestration.ray_session import ensure_ray
+from rlbench.ray_session import ensure_ray
 from rlbench.progress import info
 from rlbench.scoring.suite import score_suite, scores_csv
 

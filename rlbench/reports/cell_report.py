@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench import safefs
-from rlbench.harness.record import read_trajectory
+from rlbench.record import read_trajectory
 from rlbench.io import read_json
 from rlbench.reports.methods import detect_methods
 

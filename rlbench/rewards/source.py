@@ -32,8 +32,7 @@ def batch_rewards(task: Any, items: Sequence[dict[str, Any]], texts: Sequence[st
     if has_answers(items):
         fn = get_reward(task.reward.name)
         return [float(fn(t, it["answer"], **task.reward.params)) for it, t in zip(items, texts)]
-    from rlbench.grading.client import address
-    from rlbench.grading.server import request
+    from rlbench.grading.client import address, request
 
     rewards: list[float] = []
     for start in range(0, len(items), CHUNK):

@@ -84,7 +84,8 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
     from rlbench.grading.server import GradingServer
     from rlbench.grading.validate import validate_checkpoint
     from rlbench.harness.cell import reward_service
-    from rlbench.harness.workspace import build_workspace, give_tree_to_sandbox
+    from rlbench.harness.workspace import build_workspace
+    from rlbench.sandbox.ownership import give_tree_to_sandbox
     from rlbench.models.zoo import resolve_model
     from rlbench.sandbox.runner import Sandbox, SandboxConfig
     from rlbench.tasks.registry import load_task, task_dir

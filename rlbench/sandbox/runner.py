@@ -39,10 +39,10 @@ from typing import IO, Callable, Mapping, Sequence
 
 from rlbench.config.core import check
 from rlbench.sandbox.accounting import METHODS, CgroupMeter, PollMeter, meter_method, open_meter
+from rlbench.sandbox.ownership import SANDBOX_UID
 
 INSIDE_WORKSPACE = "/workspace"
 INSIDE_GRADER = "/run/rlbench/grader.sock"
-NOBODY = 65534
 
 
 class SandboxUnavailable(RuntimeError):
@@ -302,7 +302,7 @@ class Sandbox:
         quota = int(self.cfg.disk_gb * 1024 ** 3)  # over it, the command is killed (an `rm` is quick enough)
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         if self.sandboxed:
-            drop = ([shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+            drop = ([shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}",
                      "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"] if self.as_root else [])
             argv = self._bwrap_args() + ["--"] + drop + argv
         out_f = tempfile.TemporaryFile(dir=self.scratch)

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlbench.harness.workspace import DIAGNOSIS_FILE, PIPELINE_DIR, RUN_COMMAND
+from rlbench.config.core import check
+from rlbench.tasks.spec import DIAGNOSIS_FILE, PIPELINE_DIR, RUN_COMMAND, DebugConfig
 from rlbench.paths import hidden_root, repo_root
 
-__all__ = ["BUGS", "DIAGNOSIS_FILE", "PIPELINE_DIR", "RUN_COMMAND", "check_bugs", "choose_bug", "hidden_from_agent",
+__all__ = ["BUGS", "DIAGNOSIS_FILE", "PIPELINE_DIR", "RUN_COMMAND", "check_bugs", "check_kinds", "choose_bug", "hidden_from_agent",
            "names_kind", "plant", "reference_sources", "score_debug"]
 
 MAIN_BLOCK = '''
@@ -111,8 +112,14 @@ def hidden_from_agent(pipeline: str = "grpo") -> list[str]:
     """What a debug cell's sandbox shows empty (SandboxConfig.hide): this module, whose table
     holds every planted line, and the reference pipeline the workspace's copy was made from. The
     sandbox never needs either: the workspace's pipeline imports only `reference_pipelines.common`
-    and rlbench's engines, and the SDK the constants above, which live in rlbench.harness.workspace."""
+    and rlbench's engines, and the SDK the constants above, which live in rlbench.tasks.spec."""
     return [str(Path(__file__).resolve()), str(repo_root() / "reference_pipelines" / pipeline)]
+
+
+def check_kinds(debug: DebugConfig) -> None:
+    """A task's `debug.bugs` names only kinds in the table (at task load, in the harness)."""
+    for kind in debug.bugs:
+        check(kind in BUGS, "debug.bugs", kind, ", ".join(BUGS))
 
 
 def check_bugs(pipeline: str = "grpo") -> None:

@@ -29,7 +29,7 @@ def _task_names() -> list[str]:
 def load_task(name: str, overrides: Iterable[str] = ()) -> TaskConfig:
     """`name` is a task in the tasks folder, or an agent's workspace folder (its public task.json)."""
     if (Path(name) / "task.json").is_file():
-        from rlbench.harness.workspace import load_workspace_task
+        from rlbench.tasks.public import load_workspace_task
 
         return load_workspace_task(Path(name), overrides)
     path = task_dir(name) / "task.yaml"
@@ -38,6 +38,10 @@ def load_task(name: str, overrides: Iterable[str] = ()) -> TaskConfig:
         raise ConfigError(f"{path}: key 'name': value '{task.name}' must equal the folder name '{name}'")
     if not (path.parent / "description.md").is_file():
         raise ConfigError(f"{path.parent}: description.md is missing (what the agent reads)")
+    if task.debug.bugs:
+        from rlbench.tasks.planted_bugs import check_kinds
+
+        check_kinds(task.debug)
     return task
 
 

@@ -7,16 +7,23 @@ change a score is a field here, so that a score can be reproduced from the file 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from omegaconf import MISSING
 
-from rlbench.config.core import check
+from rlbench.config.core import ConfigError, check
 
 SPLITS = ("train", "dev", "test", "heldout")
 VISIBLE_SPLITS = ("train", "dev")
 HIDDEN_SPLITS = ("test", "heldout")
+WAVE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")  # a test wave's name (rlbench/data/waves.py)
+
+
+def check_wave_name(name: str) -> None:
+    if not WAVE_NAME.match(name):
+        raise ConfigError(f"key 'wave': value '{name}' is not a wave name (letters, digits, '_' and '-', at most 64)")
 
 
 class Category(str, enum.Enum):
@@ -107,8 +114,6 @@ class DataConfig:
 
     def validate(self) -> None:
         if self.wave:
-            from rlbench.data.waves import check_wave_name
-
             check_wave_name(self.wave)
         if self.source == DataSource.generator:
             check(bool(self.generator), "data.generator", self.generator,
@@ -160,7 +165,7 @@ class EvalProtocol:
 class BudgetConfig:
     wall_seconds: int = 1800
     # compute limits beside the wall clock (0: none): the agent's own CPU seconds, its commands' and
-    # its sweeps' (rlbench/harness/compute.py); GPU seconds of the cell's devices, where NVML meters them
+    # its sweeps' (rlbench/sandbox/compute.py); GPU seconds of the cell's devices, where NVML meters them
     cpu_seconds: float = 0.0
     gpu_seconds: float = 0.0
     max_submissions: int = 5
@@ -232,6 +237,12 @@ class ToolsConfig:
                 check(self.max_calls <= limit, "tools.max_calls", self.max_calls, f"<= {limit} for {self.name}")
 
 
+# a debug task's workspace layout (rlbench/tasks/planted_bugs.py plants the bug; the workspace text names them)
+PIPELINE_DIR = "pipeline"
+DIAGNOSIS_FILE = "DIAGNOSIS.md"
+RUN_COMMAND = "python -m pipeline.train task=. out=runs/fixed seed=0"
+
+
 @dataclass
 class DebugConfig:
     """Debug tasks: the workspace's `pipeline/` is the reference pipeline with one planted bug
@@ -245,12 +256,8 @@ class DebugConfig:
             check(not self.bugs, "debug.bugs", self.bugs, "empty without debug.pipeline")
             return
         check(self.pipeline == "grpo", "debug.pipeline", self.pipeline, "grpo (the pipeline with planted bugs)")
-        if not self.bugs:  # a workspace's own task.json: its sandbox hides the table of bugs
-            return
-        from rlbench.tasks.planted_bugs import BUGS
-
-        for kind in self.bugs:
-            check(kind in BUGS, "debug.bugs", kind, ", ".join(BUGS))
+        # the kinds in `bugs` are checked against the table by rlbench/tasks/planted_bugs.py's
+        # check_kinds when a task loads: this module runs in the sandbox, which hides that table
 
 
 @dataclass

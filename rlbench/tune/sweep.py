@@ -222,7 +222,7 @@ def run_sweep(job: SweepJob, dev_score: Callable[[str], float]) -> dict[str, Any
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
-    from rlbench.orchestration.ray_session import ensure_ray
+    from rlbench.ray_session import ensure_ray
 
     design = job.design
     job.folder.mkdir(parents=True, exist_ok=True)

@@ -86,3 +86,27 @@ def resolve_generator(spec: str, task_folder: Path | None = None) -> Generator:
     if not callable(fn):
         raise ConfigError(f"key 'data.generator': '{fn_name}' is not a function of {mod_name}")
     return fn
+
+
+def draw_distinct(gen: Any, family: str, rng: random.Random, want: int, params: dict[str, Any], seen: set[str],
+                  id_prefix: str, too_few: str, items: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Items from `gen` whose prompts are not in `seen` (which grows with them) until there are
+    `want` (`items`: a start to add to); `too_few` is the error's start when the generator runs
+    dry, or '' to return what there is then."""
+    items = items if items is not None else []
+    attempts = 0
+    while len(items) < want:
+        attempts += 1
+        if attempts > 100 * want + 1000:
+            if not too_few:
+                return items
+            raise ConfigError(f"{too_few}: the generator gave only {len(items)} distinct new prompts in "
+                              f"{attempts} draws")
+        item = dict(gen(family, rng, dict(params)))
+        if item["prompt"] in seen:
+            continue
+        seen.add(item["prompt"])
+        item["answer"] = str(item["answer"])
+        item["id"] = f"{id_prefix}-{len(items):05d}"
+        items.append(item)
+    return items

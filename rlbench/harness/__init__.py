@@ -1,0 +1,1 @@
+"""The harness: one benchmark cell (workspace, sandboxed tools, grading, judge)."""

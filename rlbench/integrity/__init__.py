@@ -1,0 +1,1 @@
+"""Integrity checks: decoys, reward hacking, lineage, the verdict a cell report shows."""
