@@ -2,14 +2,16 @@
 (`provider=openai`, the `openai` client) or Anthropic's Messages API (`provider=anthropic`, the
 `anthropic` client). The conversation is kept in OpenAI's shape and translated per request.
 
-The model sees the task description and six tools (exec, python, read, write, submit, status)
-plus `finish`. Every request and reply goes to the cell's conversation.jsonl; API errors are
-retried with exponential backoff and recorded; malformed tool calls, unknown tools and bad
-arguments are answered with an error the model can read, and recorded; tool results are cut to
-`max_tool_result_chars`; when the conversation grows past `max_context_chars` the oldest turns are
-replaced by a summary of the tool calls they made. A token budget (and an optional cost budget)
-per cell stops the loop. Config comes from `agent_options` (`agent_options.model=...`); the key is
-read from the environment variable `api_key_env`.
+The model sees the task description and every harness tool (rlbench/harness/tool_registry.py:
+exec, python, read, write, submit, sweep, claim, status; the grading server refuses a sweep where
+the task allows none) plus `finish`. Every request and reply goes to the cell's
+conversation.jsonl; API errors are retried with exponential backoff and recorded; malformed tool
+calls, unknown tools and bad arguments are answered with an error the model can read, and
+recorded; tool results are cut to `max_tool_result_chars`; when the conversation grows past
+`max_context_chars` the oldest turns are replaced by a summary of the tool calls they made. A
+token budget (and an optional cost budget) per cell stops the loop. Config comes from
+`agent_options` (`agent_options.model=...`); the key is read from the environment variable
+`api_key_env`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from rlbench.agents.base import Agent
 from rlbench.config.core import check, load_config
+from rlbench.harness.tool_registry import names, registry
 
 SYSTEM = """You are an RL engineer working alone in a sandboxed workspace with no network. Improve the
 base model on the task described by the user, within the budget, using the tools. Submit checkpoint
@@ -31,30 +34,13 @@ folders with `submit` (you get the dev score back); the harness grades your best
 hidden splits after you call `finish`. Keep tool calls purposeful; read logs when a run fails."""
 
 
-def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": description,
-                                             "parameters": {"type": "object", "properties": props,
-                                                            "required": required}}}
-
-
-TOOL_SPECS = [
-    _fn("exec", "Run a shell command in the workspace (sandboxed).",
-        {"command": {"type": "string"}, "timeout": {"type": "number", "description": "seconds"}}, ["command"]),
-    _fn("python", "Run Python code in the workspace (sandboxed).",
-        {"code": {"type": "string"}, "timeout": {"type": "number"}}, ["code"]),
-    _fn("read", "Read a file, or list a folder, inside the workspace.", {"path": {"type": "string"}}, ["path"]),
-    _fn("write", "Write a text file inside the workspace.",
-        {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"]),
-    _fn("submit", "Submit a checkpoint folder; answers with its dev score. `recipe`: the command that made it "
-        "(`{seed}` where the seed goes), rerun by the harness across seeds and model sizes.",
-        {"path": {"type": "string"}, "recipe": {"type": "string"}}, ["path"]),
-    _fn("sweep", "Hand the harness a design file (YAML): it runs a Ray Tune sweep of its search space and "
-        "answers with the trial table and the best configuration and checkpoint.", {"path": {"type": "string"}}, ["path"]),
-    _fn("status", "Budget used and left, submissions so far.", {}, []),
-    _fn("finish", "End the run (the harness then grades your best submission).",
-        {"summary": {"type": "string"}}, []),
-]
-TOOLS = {"exec", "python", "read", "write", "submit", "sweep", "status"}
+FINISH = {"type": "function", "function": {
+    "name": "finish", "description": "End the run (the harness then grades your best submission).",
+    "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}, "required": []}}}
+# the harness's tools as rlbench/harness/tool_registry.py derives them from the ToolBox, plus `finish`,
+# which only this agent has (it ends the loop; nothing is recorded)
+TOOL_SPECS = [spec.openai() for spec in registry()] + [FINISH]
+TOOLS = frozenset(names())
 ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
                     "input_schema": t["function"]["parameters"]} for t in TOOL_SPECS]
 

@@ -2,7 +2,8 @@
 
 `agent_options.trajectory=PATH` names a cell's trajectory.jsonl (arguments are recorded whole).
 Commands run again in a fresh workspace, so a rerun shows whether a result reproduces; calls that
-were refused for the budget are replayed as well, and whatever they do now is what counts."""
+were refused for the budget are replayed as well, and whatever they do now is what counts. Every
+tool the registry (rlbench/harness/tool_registry.py) marks replayable is repeated, `claim` included."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 
 from rlbench.agents.base import Agent
 from rlbench.config.core import ConfigError
+from rlbench.harness.tool_registry import registry
 from rlbench.record import read_trajectory
 
-REPLAYABLE = ("exec", "python", "read", "write", "submit", "sweep", "status")
+REPLAYABLE = frozenset(spec.name for spec in registry() if spec.replayable)
 
 
 class ReplayAgent(Agent):

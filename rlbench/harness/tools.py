@@ -1,10 +1,12 @@
-"""The tools an agent works through: exec, python, read, write, submit, status.
+"""The tools an agent works through: exec, python, read, write, submit, sweep, claim, status.
 
+Each tool is a ToolBox method marked `@tool`; rlbench/harness/tool_registry.py reads them from here
+for everything else that names tools (the LLM function list, replay, the workspace description).
 Every call is timed against the cell's budget (the grading server holds the clock), recorded in
 the trajectory, and followed by a code snapshot when it may have changed files. exec and python
 run in the sandbox; read and write touch only paths inside the workspace (links that lead out are
-refused); submit and status go to the grading server, like `./grade` inside the sandbox does.
-Results are plain dicts, so an LLM agent can show them to its model as JSON.
+refused); submit, sweep, claim and status go to the grading server, like `./grade` inside the
+sandbox does. Results are plain dicts, so an LLM agent can show them to its model as JSON.
 
 The sandbox meters each command's CPU seconds (its whole process tree, rlbench/sandbox/
 accounting.py); the ToolBox records them per call and keeps the running total in the cell folder
@@ -18,19 +20,30 @@ import os
 import resource
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlbench import safefs
 from rlbench.grading.client import request
+from rlbench.harness.tool_registry import Feature, ToolSpec, names, specs_of, tool
+from rlbench.io import utc_now
 from rlbench.record import Snapshots, Trajectory, running
 from rlbench.sandbox.compute import STOP_FILE, publish_sandbox_cpu
 from rlbench.sandbox.ownership import sandbox_owner
-from rlbench.io import utc_now
 from rlbench.sandbox.runner import Sandbox, SandboxConfig, workspace_host_path
 
-TOOLS = ("exec", "python", "read", "write", "submit", "status")
 READ_LIMIT = 200_000
+
+
+@dataclass
+class Outcome:
+    """A tool body's result when the call is recorded other than its spec says: no snapshot after
+    all (`changed`), or CPU seconds the sandbox metered for it (`cpu_s`)."""
+
+    result: dict[str, Any]
+    changed: bool | None = None  # None: as the tool's spec says
+    cpu_s: float | None = None  # None: the reaped children's CPU seconds
 
 
 class ToolBox:
@@ -94,6 +107,17 @@ class ToolBox:
         st = request(self.grader, {"op": "status"}, timeout=30)
         return float(st.get("remaining_s", 0.0))
 
+    def _invoke(self, spec: ToolSpec, args: dict[str, Any], body: Callable[[], dict[str, Any] | Outcome]
+                ) -> dict[str, Any]:
+        """Every tool call passes here (the `@tool` decorator sends it): time the body, then record
+        it. An exception in the body (the grading server gone) is raised as it is, unrecorded."""
+        t0, cpu0 = time.monotonic(), _children_cpu()
+        out = body()
+        if not isinstance(out, Outcome):
+            out = Outcome(out)
+        changed = spec.changes_files if out.changed is None else out.changed
+        return self._record(spec.name, args, out.result, t0, cpu0, changed, cpu_s=out.cpu_s)
+
     def _record(self, tool: str, args: dict[str, Any], result: dict[str, Any], t0: float, cpu0: float,
                 changed: bool, cpu_s: float | None = None) -> dict[str, Any]:
         """`cpu_s`: the call's CPU seconds where the sandbox metered them; else the reaped
@@ -112,9 +136,9 @@ class ToolBox:
                              "time": utc_now(), **({"snapshot_error": snapshot_error} if snapshot_error else {})})
         return result
 
-    def _spent(self, tool: str, args: dict[str, Any], t0: float, cpu0: float) -> dict[str, Any]:
+    def _spent(self) -> Outcome:
         self.budget_hit = True
-        return self._record(tool, args, {"ok": False, "error": "the budget is spent"}, t0, cpu0, False)
+        return Outcome({"ok": False, "error": "the budget is spent"}, changed=False)
 
     # paths ------------------------------------------------------------------------------------
     def relative(self, path: str) -> str:
@@ -128,85 +152,127 @@ class ToolBox:
             raise PermissionError(f"'{path}' is outside the workspace") from None
 
     # tools ------------------------------------------------------------------------------------
-    def exec(self, command: str, timeout: float | None = None) -> dict[str, Any]:
-        """Run a shell command in the sandbox, in the workspace; killed at the budget's end."""
-        return self._sandboxed("exec", {"command": command, "timeout": timeout}, command, timeout)
+    # A tool's docstring is what the agent's model reads about it (rlbench/harness/tool_registry.py
+    # turns it and the type hints into the function schema); notes for maintainers go here, in
+    # comments. The decorator records every argument and snapshots after the tools that change files.
 
-    def python(self, code: str, timeout: float | None = None) -> dict[str, Any]:
-        """Run Python code in the sandbox (saved under .rlbench/tool/ in the workspace)."""
+    @tool(changes_files=True)
+    def exec(self, command: str, timeout: float | None = None) -> Outcome:
+        """Run a shell command in the workspace (sandboxed); it is killed when the budget runs out.
+
+        Args:
+            command: the command line (bash), run in the workspace folder.
+            timeout: seconds before the command is killed (default: whatever is left of the budget).
+        """
+        return self._sandboxed("exec", command, timeout)
+
+    @tool(changes_files=True)
+    def python(self, code: str, timeout: float | None = None) -> dict[str, Any] | Outcome:
+        """Run Python code in the workspace (sandboxed); the script is saved under .rlbench/tool/ first.
+
+        Args:
+            code: the Python source to run.
+            timeout: seconds before it is killed (default: whatever is left of the budget).
+        """
         self._py += 1
         rel = f".rlbench/tool/py_{self._py:04d}.py"
-        args = {"code": code, "timeout": timeout}
         try:  # the agent may have planted links or special files on that path: written without following them
             safefs.write_text(self.workspace, rel, code, owner=sandbox_owner(), dir_owner=sandbox_owner())
         except OSError as exc:
-            t0 = time.monotonic()
-            return self._record("python", args, {"ok": False, "error": f"cannot save the script at {rel}: {exc}"},
-                                t0, _children_cpu(), False)
-        return self._sandboxed("python", args, f"python {self.sandbox.root}/{rel}", timeout)
+            return Outcome({"ok": False, "error": f"cannot save the script at {rel}: {exc}"}, changed=False)
+        return self._sandboxed("python", f"python {self.sandbox.root}/{rel}", timeout)
 
-    def _sandboxed(self, tool: str, args: dict[str, Any], command: str, timeout: float | None) -> dict[str, Any]:
-        t0, cpu0 = time.monotonic(), _children_cpu()
+    def _sandboxed(self, tool_name: str, command: str, timeout: float | None) -> Outcome:
         left = self.remaining()
         if left <= 0:
-            return self._spent(tool, args, t0, cpu0)
+            return self._spent()
         limit = min(left, timeout) if timeout else left
-        with running(self.cell_dir, tool, command):
+        with running(self.cell_dir, tool_name, command):
             r = self.sandbox.run(self._egress_prefix + command, timeout=limit, env=self._egress_env)
         if (r.killed == "timeout" and limit >= left) or r.killed == "budget":
             self.budget_hit = True
         result = {"ok": r.ok, "returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr,
                   "seconds": round(r.seconds, 2), "cpu_s": round(r.cpu_s, 2), "killed": r.killed,
                   "truncated": r.truncated, "max_rss_mb": _children_max_rss_mb()}
-        return self._record(tool, args, result, t0, cpu0, True, cpu_s=r.cpu_s)
+        return Outcome(result, cpu_s=r.cpu_s)
 
+    @tool(changes_files=False)
     def read(self, path: str, max_bytes: int = READ_LIMIT) -> dict[str, Any]:
-        t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path}
+        """Read a file, or list a folder, inside the workspace.
+
+        Args:
+            path: relative to the workspace, or /workspace/...
+            max_bytes: read at most this many bytes from the start of a file (the default is also the cap).
+        """
         try:
             rel = self.relative(path)
             listing = safefs.list_dir(self.workspace, rel)
             if listing is not None:
-                result = {"ok": True, "entries": listing}
-            else:
-                data, size = safefs.read_head(self.workspace, rel, min(max_bytes, READ_LIMIT))
-                result = {"ok": True, "content": data.decode("utf-8", "replace"), "truncated": size > len(data),
-                          "bytes": size}
+                return {"ok": True, "entries": listing}
+            data, size = safefs.read_head(self.workspace, rel, min(max_bytes, READ_LIMIT))
+            return {"ok": True, "content": data.decode("utf-8", "replace"), "truncated": size > len(data),
+                    "bytes": size}
         except (OSError, PermissionError) as exc:
-            result = {"ok": False, "error": str(exc)}
-        return self._record("read", args, result, t0, cpu0, False)
+            return {"ok": False, "error": str(exc)}
 
+    @tool(changes_files=True)
     def write(self, path: str, content: str) -> dict[str, Any]:
-        t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path, "content": content}
+        """Write a text file inside the workspace (replacing it if it exists).
+
+        Args:
+            path: relative to the workspace, or /workspace/...
+            content: the whole text of the file.
+        """
         try:
             safefs.write_text(self.workspace, self.relative(path), content, owner=sandbox_owner(),
                               dir_owner=sandbox_owner())
-            result = {"ok": True, "bytes": len(content.encode())}
+            return {"ok": True, "bytes": len(content.encode())}
         except (OSError, PermissionError) as exc:
-            result = {"ok": False, "error": str(exc)}
-        return self._record("write", args, result, t0, cpu0, True)
+            return {"ok": False, "error": str(exc)}
 
+    @tool(changes_files=False)
     def submit(self, path: str, recipe: str = "") -> dict[str, Any]:
-        """Submit a checkpoint folder (relative to the workspace, or /workspace/...); `recipe` is the
-        command that made it, for the robustness stage (`{seed}` marks where a rerun's seed goes)."""
-        t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path, "recipe": recipe}
-        payload = {"op": "submit", "path": path, **({"recipe": recipe} if recipe else {})}
-        return self._record("submit", args, request(self.grader, payload), t0, cpu0, False)
+        """Submit a checkpoint folder; answers with its dev score.
 
+        Args:
+            path: the checkpoint folder, relative to the workspace or /workspace/...
+            recipe: the command that made it (`{seed}` where the seed goes), rerun by the harness across
+                seeds and model sizes.
+        """
+        return request(self.grader, {"op": "submit", "path": path, **({"recipe": recipe} if recipe else {})})
+
+    # a sweep writes its trials' checkpoints into the workspace (sweeps/NNN/): a snapshot follows
+    @tool(changes_files=True, needs=Feature.sweeps)
     def sweep(self, path: str) -> dict[str, Any]:
-        """Submit a design file; the harness runs its Ray Tune sweep and returns the trial table."""
-        t0, cpu0, args = time.monotonic(), _children_cpu(), {"path": path}
-        result = request(self.grader, {"op": "sweep", "path": path}, timeout=24 * 3600)
-        return self._record("sweep", args, result, t0, cpu0, True)
+        """Hand the harness a design file (YAML): it runs a Ray Tune sweep of its search space and answers
+        with the trial table and the best configuration and checkpoint.
 
+        Args:
+            path: the design file, relative to the workspace or /workspace/...
+        """
+        return request(self.grader, {"op": "sweep", "path": path}, timeout=24 * 3600)
+
+    # the grading server checks the numbers (rlbench/grading/server.py); evaluate tasks score the claim
+    @tool(changes_files=False, needs=Feature.claims)
     def claim(self, index: int, test_gain: float, ci: tuple[float, float]) -> dict[str, Any]:
-        """Claim a submission's test gain with a 95% interval (evaluate tasks score the claim)."""
-        t0, cpu0 = time.monotonic(), _children_cpu()
-        args = {"index": index, "test_gain": test_gain, "ci": list(ci)}
-        return self._record("claim", args, request(self.grader, {"op": "claim", **args}, timeout=30), t0, cpu0, False)
+        """Claim a submission's absolute test gain over the base model with its 95% interval; the harness
+        scores the claim against its own measurement. A later claim on the same submission replaces it.
 
+        Args:
+            index: the submission's index, as `submit` and `status` give it.
+            test_gain: the gain as a fraction (0.12 is +12 points).
+            ci: [low, high], the 95% interval of the gain, as fractions.
+        """
+        return request(self.grader, {"op": "claim", "index": index, "test_gain": test_gain, "ci": list(ci)},
+                       timeout=30)
+
+    @tool(changes_files=False)
     def status(self) -> dict[str, Any]:
-        t0, cpu0 = time.monotonic(), _children_cpu()
-        return self._record("status", {}, request(self.grader, {"op": "status"}, timeout=30), t0, cpu0, False)
+        """Budget used and left, submissions so far."""
+        return request(self.grader, {"op": "status"}, timeout=30)
+
+
+TOOLS = names(specs_of(ToolBox))  # the tools' names, in the order the ToolBox defines them
 
 
 def _children_max_rss_mb() -> float:

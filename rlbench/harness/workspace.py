@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -112,6 +113,16 @@ def _compute_limits(b: BudgetConfig) -> str:
             "  `./grade status` shows what you have used.\n")
 
 
+def _rules_tools_line(task: TaskConfig, b: BudgetConfig) -> str:
+    """The rule that names the agent's tools: those the task offers, from the tool registry (a task
+    without sweeps does not list `sweep`; one that asks for claims lists `claim`)."""
+    from rlbench.harness.tool_registry import names, offered, task_features
+
+    listed = ", ".join(names(offered(task_features(task, b))))
+    return textwrap.fill(f"- No network. Only this workspace is writable. Work through your tools ({listed}).",
+                         width=100, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+
+
 def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int], budget: BudgetConfig | None = None) -> str:
     body = (task_folder / "description.md").read_text().strip()
     b = budget or task.budget
@@ -158,8 +169,7 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int], bud
   device: {b.device.value}. Commands are killed when the budget runs out.
 {_compute_limits(b)}- At most {b.max_submissions} submissions. The harness scores your best submission by dev score on the
   hidden test and heldout splits after you finish; no test or heldout figure reaches you.
-- No network. Only this workspace is writable. Work through your tools (exec, python, read, write,
-  submit, status).
+{_rules_tools_line(task, b)}
 
 ## What the SDK offers
 
