@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from rlbench.harness.tool_registry import Feature, names, parse_docstring, registry, tool
+from rlbench.harness.tool_registry import Feature, names, parse_docstring, tool
+from rlbench.harness.tools import TOOL_SPECS
 
 RECORD_KEYS = {"step", "tool", "args", "result", "seconds", "cpu_s", "snapshot", "ok", "time"}
 CLAIM_ARGS = {"index": 2, "test_gain": 0.1, "ci": [0.07, 0.13]}
@@ -120,18 +121,18 @@ def test_every_tool_list_is_the_registry():
     from rlbench.agents.replay import REPLAYABLE
     from rlbench.harness.tools import TOOLS, ToolBox
 
-    every = list(names())
+    every = list(names(TOOL_SPECS))
     assert every == ["exec", "python", "read", "write", "submit", "sweep", "claim", "status"]
     public = {n for n, v in vars(ToolBox).items() if callable(v) and not n.startswith("_")}
     assert public - HARNESS_METHODS == set(every)  # a ToolBox method is a tool, or a known harness helper
     assert list(TOOLS) == every
-    assert [f["function"]["name"] for f in react.TOOL_SPECS] == every + ["finish"]
+    assert [f["function"]["name"] for f in react.FUNCTIONS] == every + ["finish"]
     assert [t["name"] for t in react.ANTHROPIC_TOOLS] == every + ["finish"]
     assert react.TOOLS == set(every)
-    assert REPLAYABLE == {s.name for s in registry() if s.replayable} == set(every)
-    changing = {s.name for s in registry() if s.changes_files}
+    assert REPLAYABLE == {s.name for s in TOOL_SPECS if s.replayable} == set(every)
+    changing = {s.name for s in TOOL_SPECS if s.changes_files}
     assert changing == {"exec", "python", "write", "sweep"}
-    assert {s.name: s.needs for s in registry() if s.needs} == {"sweep": Feature.sweeps, "claim": Feature.claims}
+    assert {s.name: s.needs for s in TOOL_SPECS if s.needs} == {"sweep": Feature.sweeps, "claim": Feature.claims}
 
 
 def test_react_dispatches_claim_and_refuses_unknown_tools():
@@ -151,14 +152,14 @@ def test_react_dispatches_claim_and_refuses_unknown_tools():
 
 
 def test_each_schema_is_the_methods_signature():
-    for spec in registry():
+    for spec in TOOL_SPECS:
         params = list(inspect.signature(spec.func).parameters.values())[1:]
         schema = spec.parameters()
         assert list(schema["properties"]) == [p.name for p in params], spec.name
         assert schema["required"] == [p.name for p in params if p.default is p.empty], spec.name
         assert all(prop["type"] and prop["description"] for prop in schema["properties"].values()), spec.name
         assert spec.description and spec.anthropic()["input_schema"] == schema
-    by_name = {s.name: s for s in registry()}
+    by_name = {s.name: s for s in TOOL_SPECS}
     assert by_name["exec"].required() == ["command"] and by_name["submit"].required() == ["path"]
     assert by_name["claim"].required() == ["index", "test_gain", "ci"]
     ci = by_name["claim"].parameters()["properties"]["ci"]

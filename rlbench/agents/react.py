@@ -26,7 +26,8 @@ from typing import Any
 
 from rlbench.agents.base import Agent
 from rlbench.config.core import check, load_config
-from rlbench.harness.tool_registry import names, registry
+from rlbench.harness.tool_registry import names
+from rlbench.harness.tools import TOOL_SPECS
 
 SYSTEM = """You are an RL engineer working alone in a sandboxed workspace with no network. Improve the
 base model on the task described by the user, within the budget, using the tools. Submit checkpoint
@@ -39,10 +40,10 @@ FINISH = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}, "required": []}}}
 # the harness's tools as rlbench/harness/tool_registry.py derives them from the ToolBox, plus `finish`,
 # which only this agent has (it ends the loop; nothing is recorded)
-TOOL_SPECS = [spec.openai() for spec in registry()] + [FINISH]
-TOOLS = frozenset(names())
+FUNCTIONS = [spec.openai() for spec in TOOL_SPECS] + [FINISH]
+TOOLS = frozenset(names(TOOL_SPECS))
 ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
-                    "input_schema": t["function"]["parameters"]} for t in TOOL_SPECS]
+                    "input_schema": t["function"]["parameters"]} for t in FUNCTIONS]
 
 
 @dataclass
@@ -224,7 +225,7 @@ class ReactAgent(Agent):
                         model=cfg.model, system=system, messages=converted, tools=ANTHROPIC_TOOLS,
                         max_tokens=cfg.max_output_tokens, **kwargs))
                 return from_openai(client.chat.completions.create(
-                    model=cfg.model, messages=messages, tools=TOOL_SPECS, temperature=cfg.temperature,
+                    model=cfg.model, messages=messages, tools=FUNCTIONS, temperature=cfg.temperature,
                     max_tokens=cfg.max_output_tokens, seed=cfg.seed))
             except api_error as exc:
                 wait = cfg.backoff_s * 2 ** attempt

@@ -12,10 +12,10 @@ from typing import Any
 
 from rlbench.agents.base import Agent
 from rlbench.config.core import ConfigError
-from rlbench.harness.tool_registry import registry
+from rlbench.harness.tools import TOOL_SPECS
 from rlbench.record import read_trajectory
 
-REPLAYABLE = frozenset(spec.name for spec in registry() if spec.replayable)
+REPLAYABLE = frozenset(spec.name for spec in TOOL_SPECS if spec.replayable)
 
 
 class ReplayAgent(Agent):

@@ -1,5 +1,6 @@
-"""The one list of agent tools: every tool is a ToolBox method marked with `@tool`, and everything
-else that names tools reads them from here.
+"""How an agent tool is defined once: every tool is a ToolBox method marked with `@tool`, and
+`rlbench.harness.tools.TOOL_SPECS` (the ToolBox's specs) is the one list that everything else that
+names tools reads.
 
 Before this module the list lived in five places (the ToolBox, the react agent's function list and
 its dispatch check, the replay agent's replayable set, the workspace description) and they had
@@ -120,23 +121,14 @@ def specs_of(cls: type) -> tuple[ToolSpec, ...]:
     return tuple(v.tool_spec for v in vars(cls).values() if hasattr(v, "tool_spec"))
 
 
-@functools.lru_cache(maxsize=None)
-def registry() -> tuple[ToolSpec, ...]:
-    """Every tool the harness has: the ToolBox's `@tool` methods. (Imported here, not at the top:
-    the ToolBox module itself imports the workspace module, which reads this registry.)"""
-    from rlbench.harness.tools import ToolBox
-
-    return specs_of(ToolBox)
+def names(specs: Iterable[ToolSpec]) -> tuple[str, ...]:
+    return tuple(s.name for s in specs)
 
 
-def names(specs: Iterable[ToolSpec] | None = None) -> tuple[str, ...]:
-    return tuple(s.name for s in (registry() if specs is None else specs))
-
-
-def offered(features: Iterable[Feature]) -> tuple[ToolSpec, ...]:
-    """The tools a task with `features` offers: those that need nothing, or a feature it has."""
+def offered(specs: Iterable[ToolSpec], features: Iterable[Feature]) -> tuple[ToolSpec, ...]:
+    """The tools of `specs` a task with `features` offers: those that need nothing, or a feature it has."""
     have = set(features)
-    return tuple(s for s in registry() if s.needs is None or s.needs in have)
+    return tuple(s for s in specs if s.needs is None or s.needs in have)
 
 
 def task_features(task: "TaskConfig", budget: "BudgetConfig | None" = None) -> frozenset[Feature]:

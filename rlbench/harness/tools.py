@@ -272,7 +272,9 @@ class ToolBox:
         return request(self.grader, {"op": "status"}, timeout=30)
 
 
-TOOLS = names(specs_of(ToolBox))  # the tools' names, in the order the ToolBox defines them
+# the one list of agent tools: everything that names tools (react, replay, the workspace text) reads it
+TOOL_SPECS: tuple[ToolSpec, ...] = specs_of(ToolBox)
+TOOLS = names(TOOL_SPECS)  # their names, in the order the ToolBox defines them
 
 
 def _children_max_rss_mb() -> float:

@@ -14,7 +14,7 @@ import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rlbench.io import write_jsonl
 from rlbench.sandbox.ownership import give_tree_to_sandbox
@@ -117,8 +117,9 @@ def _rules_tools_line(task: TaskConfig, b: BudgetConfig) -> str:
     """The rule that names the agent's tools: those the task offers, from the tool registry (a task
     without sweeps does not list `sweep`; one that asks for claims lists `claim`)."""
     from rlbench.harness.tool_registry import names, offered, task_features
+    from rlbench.harness.tools import TOOL_SPECS
 
-    listed = ", ".join(names(offered(task_features(task, b))))
+    listed = ", ".join(names(offered(TOOL_SPECS, task_features(task, b))))
     return textwrap.fill(f"- No network. Only this workspace is writable. Work through your tools ({listed}).",
                          width=100, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
 
