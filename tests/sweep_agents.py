@@ -92,3 +92,30 @@ class Reporter(Agent):
         tools.exec("python train.py")  # recovers
         tools.submit("runs/a")  # refused: not a checkpoint
         tools.submit("model", recipe="python train.py")
+
+
+# a trial that reports one dev line and then burns CPU for `burn` seconds (the CPU-limit test)
+BURN_TRAIN = '''
+import json, sys, time
+from pathlib import Path
+
+args = dict(a.split("=", 1) for a in sys.argv[1:])
+out = Path(args["out"])
+out.mkdir(parents=True, exist_ok=True)
+(out / "steps.jsonl").write_text(json.dumps({"step": 1, "dev_greedy": 0.1}) + "\\n")
+end = time.process_time() + float(args["burn"])
+while time.process_time() < end:
+    pass
+'''
+
+
+class SweepBurner(Agent):
+    """Sweeps one trial that burns `burn` CPU seconds, then submits the base model."""
+
+    def run(self, description: str, tools: Any) -> None:
+        tools.write("burn_train.py", BURN_TRAIN)
+        tools.write("burn.yaml", yaml.safe_dump({**design(["a"], burn=self.options.get("burn", 200)),
+                                                 "entry_point": "burn_train.py",
+                                                 "search_space": {"variant": {"grid": ["a", "b"]}}}))
+        tools.sweep("burn.yaml")
+        tools.submit("model")

@@ -239,6 +239,28 @@ def test_a_cpu_budget_stops_an_agent_that_burns_past_it(tmp_path, ray_cluster):
     assert not _left_cgroups()
 
 
+@needs_bwrap
+@pytest.mark.slow
+def test_a_cpu_budget_stops_a_sweep_midway(tmp_path, ray_cluster):
+    """The trials' CPU counts while they run (their workers write it each second), so the limit
+    kills a burning trial within seconds, and a trial that would start after it never runs."""
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    t0 = time.monotonic()
+    r = run_cell(CellConfig(agent="sweep_agents:SweepBurner", task=TINY, seed=0, results=str(tmp_path / "results"),
+                            grace_s=10, budget_cpu_s=10, agent_options={"burn": 200}))
+    assert r["status"] == "budget_exceeded" and "CPU limit of 10 s" in r["reason"], r
+    assert time.monotonic() - t0 < 150  # not the 400 s two trials of 200 s would take
+    cell = Path(r["cell_dir"])
+    trials = {f.name: float(f.read_text()) for f in (cell / "sweeps" / "001" / "cpu").iterdir()}
+    assert len(trials) == 1 and 5 < sum(trials.values()) < 30, trials  # the second trial never ran
+    assert 5 < r["compute"]["sweep_cpu_s"] < 30 and r["compute"]["cpu_s"] >= 10, r["compute"]
+    sweep = next(json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()
+                 if json.loads(line)["tool"] == "sweep")
+    assert {t["status"] for t in sweep["result"]["trials"]} == {"error"}, sweep["result"]
+    assert not _left_cgroups()
+
+
 def test_the_meter_integrates_only_the_chosen_devices(monkeypatch):
     """ComputeMeter on a fake NVML: three devices, one 50% busy and two 100%; the cell has one."""
     import sys

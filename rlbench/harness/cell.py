@@ -33,7 +33,7 @@ from rlbench.progress import info
 from rlbench.ray_session import ensure_ray
 from rlbench.record import in_flight, read_trajectory
 from rlbench.reports.cell_report import training_runs
-from rlbench.sandbox.compute import SANDBOX_CPU_FILE, STOP_FILE, ComputeMeter
+from rlbench.sandbox.compute import SANDBOX_CPU_FILE, STOP_FILE, ComputeMeter, trial_cpu_total
 from rlbench.sandbox.runner import SandboxConfig, require_bwrap
 from rlbench.scoring.capabilities import capabilities
 
@@ -203,7 +203,8 @@ def run_cell_sweep(cfg: CellConfig, cell_dir: Path, workspace: Path, design_path
     job = SweepJob(design, workspace, folder, out_root, to_dict(cfg.limits), budget, seed=cfg.seed,
                    max_concurrent=design.sweep.max_concurrent or max(1, cpus // design.sweep.trial_cpus),
                    callbacks=tune_callbacks(cfg.wandb, cfg.wandb_project, cfg.wandb_group or cell_dir.name,
-                                            cell_dir))  # -> CELL/wandb/
+                                            cell_dir),  # -> CELL/wandb/
+                   cell_dir=cell_dir)
     def trial_dev(checkpoint: str) -> float:
         """A trial's checkpoint is the agent's too: scored only as a validated harness-owned copy."""
         copy_to = folder / "checkpoints" / Path(checkpoint).parent.name
@@ -305,10 +306,13 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             return evaluate_model(path, task, ("dev",), device=cfg.device)["scores"]["dev"]
 
         def sweep(design_path: Path, index: int) -> dict[str, Any]:
-            summary = run_cell_sweep(cfg, cell_dir, workspace, design_path, index, grader.remaining_s(), task.budget.cpus,
-                                     lambda p: dev_score(p)["pass_at_1"], base_path, cfg.max_checkpoint_mb * 1024 ** 2)
-            meter.add_sweep(summary.get("cpu_s", 0.0))  # the trials' CPU is the agent's compute too
-            return summary
+            folder = cell_dir / "sweeps" / f"{index:03d}"
+            meter.watch_sweep(folder)  # the trials' CPU is the agent's compute too, counted while they run
+            try:
+                return run_cell_sweep(cfg, cell_dir, workspace, design_path, index, grader.remaining_s(), task.budget.cpus,
+                                      lambda p: dev_score(p)["pass_at_1"], base_path, cfg.max_checkpoint_mb * 1024 ** 2)
+            finally:
+                meter.add_sweep(trial_cpu_total(folder))
 
         grader = GradingServer(cell_dir, workspace, base_path, budget_s, task.budget.max_submissions, dev_score,
                                max_checkpoint_bytes=cfg.max_checkpoint_mb * 1024 ** 2,

@@ -29,7 +29,7 @@ from rlbench.grading.client import request
 from rlbench.harness.tool_registry import Feature, ToolSpec, names, specs_of, tool
 from rlbench.io import utc_now
 from rlbench.record import Snapshots, Trajectory, running
-from rlbench.sandbox.compute import STOP_FILE, publish_sandbox_cpu
+from rlbench.sandbox.compute import publish_sandbox_cpu, stop_reason
 from rlbench.sandbox.ownership import sandbox_owner
 from rlbench.sandbox.runner import Sandbox, SandboxConfig, workspace_host_path
 
@@ -98,10 +98,7 @@ class ToolBox:
 
     def _stop_requested(self) -> str:
         """Why the driver stopped the agent (a CPU or GPU limit passed), or ''."""
-        try:
-            return (self.cell_dir / STOP_FILE).read_text()[:500] or "the cell's budget is spent"
-        except OSError:
-            return ""
+        return stop_reason(self.cell_dir)
 
     def remaining(self) -> float:
         st = request(self.grader, {"op": "status"}, timeout=30)

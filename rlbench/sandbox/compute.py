@@ -7,8 +7,9 @@ CPU seconds are the sum of three parts, none of which the agent reports itself:
   (or under a poller where no cgroup is writable; rlbench/sandbox/accounting.py), and the agent's
   ToolBox keeps the running total in SANDBOX_CPU_FILE in the cell folder (outside the workspace:
   nothing in the sandbox can write it), updated about every second while a command runs;
-- the sweeps' trials', metered the same way in their Tune workers (rlbench/tune/sweep.py) and added
-  when a sweep ends.
+- the sweeps' trials', metered the same way in their Tune workers (rlbench/tune/sweep.py), which
+  write each trial's running total to the sweep's folder about every second: the meter reads them
+  live while a sweep runs (`watch_sweep`), so a CPU limit stops a sweep midway too.
 GPU seconds integrate NVML's utilisation of the cell's own devices (a device 50% busy for 10 s is 5
 GPU seconds; the devices are those of CUDA_VISIBLE_DEVICES or Ray's GPU ids for the cell, all of
 the node's when neither says); without NVML they are reported as absent, never as zero.
@@ -27,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 SANDBOX_CPU_FILE = "sandbox_cpu.json"  # in the cell folder: {"cpu_s": ..., "cpu_meter": ...}, written by the ToolBox
 STOP_FILE = "stop_agent.txt"  # in the cell folder: written by the driver when a CPU or GPU limit is passed
+TRIAL_CPU_DIR = "cpu"  # in a sweep's folder: one file per trial, its CPU seconds so far
 
 
 def visible_device_ids(env: Mapping[str, str] | None = None, ray_ids: Sequence[Any] | None = None) -> list[str] | None:
@@ -100,6 +102,7 @@ class ComputeMeter:
         self._sandbox_cpu = 0.0
         self._cpu_meter = ""
         self._sweep_cpu = 0.0
+        self._live_sweep: Path | None = None
         self._gpu_s = 0.0
         self._gpu_handles: list[Any] = []
         self._stop = threading.Event()
@@ -171,13 +174,23 @@ class ComputeMeter:
         """The agent's and its commands' CPU seconds (not the sweeps')."""
         return self.agent_cpu_seconds() + self.sandbox_cpu_seconds()
 
+    def watch_sweep(self, folder: Path) -> None:
+        """A sweep started: its trials' CPU (TRIAL_CPU_DIR in `folder`) counts from now on, live."""
+        self._live_sweep = Path(folder)
+
     def add_sweep(self, cpu_s: float) -> None:
+        """A sweep ended with `cpu_s` in all: its final count replaces the live one."""
         self._sweep_cpu += float(cpu_s or 0.0)
+        self._live_sweep = None
+
+    def sweep_cpu_seconds(self) -> float:
+        live = trial_cpu_total(self._live_sweep) if self._live_sweep is not None else 0.0
+        return self._sweep_cpu + live
 
     def sample(self) -> dict[str, Any]:
-        agent, sandbox = self.agent_cpu_seconds(), self.sandbox_cpu_seconds()
-        return {"cpu_s": round(agent + sandbox + self._sweep_cpu, 2), "agent_cpu_s": round(agent, 2),
-                "sandbox_cpu_s": round(sandbox, 2), "sweep_cpu_s": round(self._sweep_cpu, 2),
+        agent, sandbox, sweeps = self.agent_cpu_seconds(), self.sandbox_cpu_seconds(), self.sweep_cpu_seconds()
+        return {"cpu_s": round(agent + sandbox + sweeps, 2), "agent_cpu_s": round(agent, 2),
+                "sandbox_cpu_s": round(sandbox, 2), "sweep_cpu_s": round(sweeps, 2),
                 "cpu_meter": self._cpu_meter or None,
                 "gpu_s": round(self._gpu_s, 2) if self._nvml is not None else None}
 
@@ -192,3 +205,24 @@ def publish_sandbox_cpu(cell_dir: Path, cpu_s: float, method: str) -> None:
     from rlbench.io import atomic_write_json
 
     atomic_write_json(Path(cell_dir) / SANDBOX_CPU_FILE, {"cpu_s": round(float(cpu_s), 3), "cpu_meter": method})
+
+
+def stop_reason(cell_dir: Path) -> str:
+    """Why the driver stopped the cell's work (a CPU or GPU limit passed), or '': read by the
+    agent's ToolBox and by every sweep trial, which kill their running command on it."""
+    try:
+        return (Path(cell_dir) / STOP_FILE).read_text()[:500] or "the cell's budget is spent"
+    except OSError:
+        return ""
+
+
+def trial_cpu_total(sweep_folder: Path) -> float:
+    """The CPU seconds of a sweep's trials so far, as their workers wrote them (a file being
+    replaced or unreadable counts 0 this once)."""
+    total = 0.0
+    for f in (Path(sweep_folder) / TRIAL_CPU_DIR).glob("*"):
+        try:
+            total += float(f.read_text() or 0)
+        except (OSError, ValueError):
+            continue
+    return round(total, 2)

@@ -13,6 +13,7 @@ the workspace, since restoring a Tune experiment runs code from it), so a stoppe
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import threading
@@ -24,6 +25,7 @@ from typing import Any, Callable
 from rlbench import safefs
 from rlbench.io import atomic_write_json, atomic_write_text
 from rlbench.progress import info, track
+from rlbench.sandbox.compute import TRIAL_CPU_DIR, stop_reason, trial_cpu_total
 from rlbench.tune.design import Design, param_space
 
 METRIC = "dev"
@@ -42,6 +44,8 @@ class SweepJob:
     seed: int = 0
     max_concurrent: int = 1
     callbacks: list[Any] = field(default_factory=list)  # Tune callbacks, e.g. W&B logging
+    # the cell's folder: the driver's STOP_FILE there (a CPU or GPU limit passed) kills the trials' commands
+    cell_dir: Path | None = None
 
 
 def trial_command(design: Design, settings: dict[str, Any], root: str, out: str, seed: int | str, threads: int) -> str:
@@ -127,6 +131,10 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         limits.threads = design.sweep.trial_cpus
         sandbox = Sandbox(Path(spec["workspace"]), limits, cell_budget_s=spec["time_budget_s"],
                           cpus=design.sweep.trial_cpus)
+        if spec["cell_dir"]:  # the cell passed a CPU or GPU limit: the trial's command is killed too
+            sandbox.stop_check = functools.partial(stop_reason, Path(spec["cell_dir"]))
+            if sandbox.stop_check():  # a trial that starts after that never runs
+                raise RuntimeError(f"not run: {sandbox.stop_check()}")
         out = f"{spec['out_root']}/{trial}"
         command = trial_command(design, dict(config), sandbox.root, out, spec["seed"], design.sweep.trial_cpus)
         workspace, steps = Path(spec["workspace"]), f"{out}/steps.jsonl"
@@ -141,7 +149,7 @@ def _trainable(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         if left <= 5:
             raise RuntimeError("no time left in the sweep's budget for this trial")
         done: dict[str, Any] = {}
-        cpu = _TrialCPU(Path(spec["folder"]) / "cpu" / trial)
+        cpu = _TrialCPU(Path(spec["folder"]) / TRIAL_CPU_DIR / trial)
         runner = threading.Thread(target=lambda: done.update(r=sandbox.run(command, timeout=left)), daemon=True)
         runner.start()
         offset, last = 0, None
@@ -174,7 +182,7 @@ class _TrialCPU:
     """A trial's CPU seconds: its sandbox's metered total (every process of its command, counted
     where it was spent: rlbench/sandbox/accounting.py), written to the harness's sweep folder about
     every second while the command runs, so a trial the scheduler stops keeps its last reading.
-    `sweep_cpu_seconds` sums them."""
+    `trial_cpu_total` (rlbench/sandbox/compute.py) sums them, live for the cell's meter and at the end."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -186,16 +194,6 @@ class _TrialCPU:
             self.seconds = seconds
             self.path.write_text(f"{seconds:.2f}")
 
-
-def sweep_cpu_seconds(folder: Path) -> float:
-    """The CPU seconds of a sweep's trials, as their workers measured them."""
-    total = 0.0
-    for f in (Path(folder) / "cpu").glob("*"):
-        try:
-            total += float(f.read_text() or 0)
-        except (OSError, ValueError):
-            continue
-    return round(total, 2)
 
 
 def _table(results: Any, job: SweepJob) -> list[dict[str, Any]]:
@@ -229,7 +227,8 @@ def run_sweep(job: SweepJob, dev_score: Callable[[str], float]) -> dict[str, Any
     ensure_ray()
     deadline = time.time() + job.time_budget_s
     spec = {"design": design, "workspace": str(job.workspace), "out_root": job.out_root, "folder": str(job.folder),
-            "limits": job.limits, "time_budget_s": job.time_budget_s, "deadline": deadline, "seed": job.seed}
+            "limits": job.limits, "time_budget_s": job.time_budget_s, "deadline": deadline, "seed": job.seed,
+            "cell_dir": str(job.cell_dir) if job.cell_dir is not None else ""}
     trainable = tune.with_resources(_trainable(spec), {"cpu": design.sweep.trial_cpus})
     # one past the last report: ASHA stops a trial that reaches max_t, and the last report comes
     # just before the trial saves its checkpoint
@@ -274,7 +273,7 @@ def run_sweep(job: SweepJob, dev_score: Callable[[str], float]) -> dict[str, Any
                          # the recipe of the best checkpoint: the robustness stage reruns it with other seeds
                          "command": trial_command(design, best["config"], "/workspace", f"{job.out_root}/{best['trial']}",
                                                   "{seed}", design.sweep.trial_cpus)} if best else None),
-               "seconds": round(time.monotonic() - started, 1), "cpu_s": sweep_cpu_seconds(job.folder)}
+               "seconds": round(time.monotonic() - started, 1), "cpu_s": trial_cpu_total(job.folder)}
     if best is None:
         summary["error"] = "no trial finished with a checkpoint the harness could score"
     atomic_write_json(job.folder / "result.json", summary)
