@@ -13,7 +13,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rlbench.io import write_jsonl
 from rlbench.sandbox.ownership import give_tree_to_sandbox
@@ -128,9 +128,11 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int], bud
     tool = (f"- Tool: the model may call the `{task.tools.name}` while it generates, by writing `[EXPR]` (e.g.\n"
             "  `[347*86]`); when it writes `]`, the environment writes the value after it and the model goes on.\n"
             f"  At most {task.tools.max_calls} calls per completion; the answer is what follows the last call. The\n"
-            "  harness evaluates with this loop; `rlbench.engines.hf_generate.generate(..., tool=\"calculator\")`\n"
-            "  runs it for you and marks the environment's tokens (`Completion.tool_mask`, 0 there) so that a\n"
-            "  trainer can leave them out of its loss; the reference `grpo` pipeline does.\n"
+            "  harness evaluates with this loop; `rlbench.engines.hf_generate.generate(model, tokenizer, prompts,\n"
+            f"  SamplingParams(n=..., tool=\"{task.tools.name}\", max_calls={task.tools.max_calls}))` (with\n"
+            "  `from rlbench.engines.sampling import SamplingParams`) runs it for you and marks the environment's\n"
+            "  tokens (`Completion.tool_mask`, 0 there) so that a trainer can leave them out of its loss; the\n"
+            "  reference `grpo` pipeline does.\n"
             if task.tools.name else "")
     baseline = ("- `baseline_config.yaml`: the given configuration of the "
                 f"`{task.baseline_config.pipeline}` reference pipeline that you are asked to improve on.\n"
