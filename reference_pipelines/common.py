@@ -18,6 +18,7 @@ import torch
 from rlbench.config.core import check
 from rlbench.envs import tool_args
 from rlbench.engines.hf_generate import Completion
+from rlbench.engines.sampling import SamplingParams
 from rlbench.progress import info, track
 
 
@@ -68,10 +69,20 @@ class PipelineConfig:
         check(self.placement in ("colocated", "actors"), "placement", self.placement, "colocated, actors")
         check(self.rollout_backend in ("hf", "vllm", "auto"), "rollout_backend", self.rollout_backend, "auto, hf, vllm")
         check(self.temperature > 0, "temperature", self.temperature, "> 0")
+        check(0 < self.top_p <= 1, "top_p", self.top_p, "in (0, 1]")
         check(self.max_new_tokens >= 0, "max_new_tokens", self.max_new_tokens, ">= 0 (0: the task's)")
         check(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 (0: no dev evaluation)")
         check(self.train_limit >= 0, "train_limit", self.train_limit, ">= 0 (0: all train items)")
         check(self.max_seconds >= 0, "max_seconds", self.max_seconds, ">= 0 (0: no time limit)")
+
+    def sampling(self, n: int, seed: int, task: Any) -> SamplingParams:
+        """The rollout settings of every pipeline: `n` samples per prompt at this config's
+        temperature and top_p, as long as `max_new_tokens` (0: the task's evaluation protocol's),
+        with the task's tool loop when it has one. One place, so no pipeline drops a setting the
+        others pass (ppo and dpo once sampled without top_p)."""
+        return SamplingParams(n=n, temperature=self.temperature, top_p=self.top_p,
+                              max_new_tokens=self.max_new_tokens or task.eval.max_new_tokens, seed=seed,
+                              **tool_args(task))
 
 
 @dataclass
@@ -257,8 +268,9 @@ class Rollout:
             return ray.get(getattr(self.engine, name).remote(*args, **kwargs))
         return getattr(self.engine, name)(*args, **kwargs)
 
-    def generate(self, prompts: Sequence[str], **kwargs) -> list[list[Completion]]:
-        return self._call("generate", list(prompts), **kwargs)
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[list[Completion]]:
+        """`RolloutEngine.generate` wherever the engine runs (the settings pickle to an actor whole)."""
+        return self._call("generate", list(prompts), sampling)
 
     def sync(self, weights: dict[str, torch.Tensor]) -> None:
         if self.placement == "actors":
@@ -276,8 +288,8 @@ def dev_accuracy(rollout: Rollout, task: Any, dev: Sequence[dict[str, Any]], max
 
     if not dev or not has_answers(dev):
         return None
-    outs = rollout.generate([d["prompt"] for d in dev], greedy=True, max_new_tokens=max_new_tokens,
-                            **tool_args(task))
+    greedy = SamplingParams(greedy=True, max_new_tokens=max_new_tokens, **tool_args(task))
+    outs = rollout.generate([d["prompt"] for d in dev], greedy)
     return sum(batch_rewards(task, dev, [o[0].text for o in outs])) / len(dev)
 
 

@@ -52,6 +52,7 @@ def child_rollout(backend: str, a: argparse.Namespace) -> dict:
     import torch
 
     from rlbench.engines.rollout import RolloutEngine, vllm_available
+    from rlbench.engines.sampling import SamplingParams
     from rlbench.models.zoo import resolve_model
 
     if backend == "vllm" and not vllm_available():
@@ -60,10 +61,10 @@ def child_rollout(backend: str, a: argparse.Namespace) -> dict:
     path = resolve_model(a.model).location
     eng = RolloutEngine(path, backend=backend, batch_size=a.prompts * a.group, precision=a.precision)
     prompts, _ = _prompts(a.prompts)
-    eng.generate(prompts, n=a.group, max_new_tokens=a.max_new, seed=0)  # warm-up
+    eng.generate(prompts, SamplingParams(n=a.group, max_new_tokens=a.max_new, seed=0))  # warm-up
     tokens, t0 = 0, time.perf_counter()
     for i in range(a.steps):
-        out = eng.generate(prompts, n=a.group, max_new_tokens=a.max_new, seed=i + 1)
+        out = eng.generate(prompts, SamplingParams(n=a.group, max_new_tokens=a.max_new, seed=i + 1))
         tokens += sum(len(c.token_ids) + 1 for g in out for c in g)
     dt = time.perf_counter() - t0
     return {"tokens_per_s": tokens / dt, "seconds": dt}

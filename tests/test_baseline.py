@@ -26,6 +26,7 @@ def test_protocol_change_misses_cache():
 def test_scorer_counts_correct_answers():
     """Items whose gold answer is what the model writes greedily score 1.0 greedy; shifted by one, 0."""
     from rlbench.engines.hf_generate import generate
+    from rlbench.engines.sampling import SamplingParams
     from rlbench.evaluation.score import score_split
     from rlbench.models.zoo import load_model
     from rlbench.rewards.exact import parse_int_answer
@@ -33,7 +34,7 @@ def test_scorer_counts_correct_answers():
     task = load_task("arith-tiny")
     model, tok, _ = load_model("arith-tiny")
     prompts = [f"{a}+{b}=" for a in range(0, 90, 7) for b in (1, 2)]
-    outs = generate(model, tok, prompts, greedy=True, max_new_tokens=task.eval.max_new_tokens)
+    outs = generate(model, tok, prompts, SamplingParams(greedy=True, max_new_tokens=task.eval.max_new_tokens))
     parsed = [(p, parse_int_answer(o[0].text)) for p, o in zip(prompts, outs)]
     items = [{"prompt": p, "answer": str(v)} for p, v in parsed if v is not None]
     assert items, "the tiny model writes no integer at all"

@@ -1,10 +1,13 @@
 """Rollout engine and learner: one API, matching logprobs, in-place weight sync (also via Ray)."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from rlbench.engines.learner import Learner, LearnerConfig, token_logprobs
 from rlbench.engines.rollout import CapabilityError, RolloutEngine, choose_backend, vllm_available
+from rlbench.engines.sampling import SamplingParams
 from rlbench.models.zoo import resolve_model
 from reference_pipelines.common import build_sequences
 
@@ -31,14 +34,14 @@ def _learner_logprobs_of(learner, engine_out, prompts, max_new):
 
 def test_generate_returns_ids_text_logprobs(tiny_path):
     eng = RolloutEngine(tiny_path, backend="hf")
-    out = eng.generate(PROMPTS, n=3, temperature=1.0, max_new_tokens=6, seed=1)
+    out = eng.generate(PROMPTS, SamplingParams(n=3, temperature=1.0, max_new_tokens=6, seed=1))
     assert len(out) == 3 and all(len(c) == 3 for c in out)
     for comps in out:
         for c in comps:
             assert len(c.logprobs) == len(c.token_ids) <= 6
             assert c.text == eng.tokenizer.decode(c.token_ids, skip_special_tokens=True)
             assert all(lp <= 0 for lp in c.logprobs)
-    again = eng.generate(PROMPTS, n=3, temperature=1.0, max_new_tokens=6, seed=1)
+    again = eng.generate(PROMPTS, SamplingParams(n=3, temperature=1.0, max_new_tokens=6, seed=1))
     assert [[c.token_ids for c in g] for g in out] == [[c.token_ids for c in g] for g in again]
 
 
@@ -50,12 +53,12 @@ def test_sampling_is_seeded_per_item_not_per_batch(tiny_path):
 
     model, tok, _ = load_model(tiny_path)
     prompts = [f"{a}+{b}=" for a in range(6) for b in range(7)]
-    kw = dict(n=3, temperature=1.3, top_p=0.9, max_new_tokens=6, seed=5, with_logprobs=True)
+    sp = SamplingParams(n=3, temperature=1.3, top_p=0.9, max_new_tokens=6, seed=5)
     ids = lambda out: [[c.token_ids for c in comps] for comps in out]  # noqa: E731
-    whole = generate(model, tok, prompts, batch_size=64, **kw)
-    assert ids(whole) == ids(generate(model, tok, prompts, batch_size=4, **kw))
-    assert ids(whole[7:20]) == ids(generate(model, tok, prompts[7:20], batch_size=3, keys=range(7, 20), **kw))
-    assert ids(whole) != ids(generate(model, tok, prompts, batch_size=64, **{**kw, "seed": 6}))
+    whole = generate(model, tok, prompts, sp, batch_size=64, with_logprobs=True)
+    assert ids(whole) == ids(generate(model, tok, prompts, sp, batch_size=4, with_logprobs=True))
+    assert ids(whole[7:20]) == ids(generate(model, tok, prompts[7:20], sp, batch_size=3, keys=range(7, 20)))
+    assert ids(whole) != ids(generate(model, tok, prompts, replace(sp, seed=6), batch_size=64))
     assert all(len(c.logprobs) == len(c.token_ids) and all(-30 < x <= 0 for x in c.logprobs) for g in whole for c in g)
 
 
@@ -82,16 +85,17 @@ def test_rollout_logprobs_match_learner_and_sync_updates_them(tiny_path, precisi
     eng = RolloutEngine(tiny_path, backend="hf", precision=precision)
     learner = Learner(tiny_path, LearnerConfig(lr=1e-2, reference_model=False, precision=precision))
     assert next(eng.model.parameters()).dtype == learner.dtype == (torch.float32 if precision == "fp32" else torch.bfloat16)
-    out = eng.generate(PROMPTS, n=2, max_new_tokens=6, seed=3)
+    sp = SamplingParams(n=2, max_new_tokens=6, seed=3)
+    out = eng.generate(PROMPTS, sp)
     for c, ref in zip((c for g in out for c in g), _learner_logprobs_of(learner, out, PROMPTS, 6)):
         assert torch.allclose(torch.tensor(c.logprobs), ref, atol=atol)
 
     seq = build_sequences(learner.tokenizer, ["1+1="], [learner.tokenizer("2", add_special_tokens=False)["input_ids"]], 4)
     for _ in range(3):
         learner.train_step(lambda lrn: (-(lrn.logprobs(seq.input_ids, seq.attention_mask) * seq.mask).sum(), {}))
-    stale = eng.generate(PROMPTS, n=2, max_new_tokens=6, seed=3)
+    stale = eng.generate(PROMPTS, sp)
     eng.update_weights(learner.export_weights())
-    fresh = eng.generate(PROMPTS, n=2, max_new_tokens=6, seed=3)
+    fresh = eng.generate(PROMPTS, sp)
     for c, ref in zip((c for g in fresh for c in g), _learner_logprobs_of(learner, fresh, PROMPTS, 6)):
         assert torch.allclose(torch.tensor(c.logprobs), ref, atol=atol)
     s = [x for g in stale for c in g for x in c.logprobs]
@@ -115,8 +119,9 @@ def test_weight_sync_through_ray_object_store(tiny_path):
         weights = {k: v + 0.01 for k, v in local.model.state_dict().items()}
         assert ray.get(actor.update_weights.remote(ray.put(weights))) == len(weights)
         local.update_weights(weights)
-        remote_out = ray.get(actor.generate.remote(PROMPTS, n=2, max_new_tokens=5, seed=7))
-        local_out = local.generate(PROMPTS, n=2, max_new_tokens=5, seed=7)
+        sp = SamplingParams(n=2, max_new_tokens=5, seed=7)
+        remote_out = ray.get(actor.generate.remote(PROMPTS, sp))
+        local_out = local.generate(PROMPTS, sp)
         for rg, lg in zip(remote_out, local_out):
             for rc, lc in zip(rg, lg):
                 assert rc.token_ids == lc.token_ids
@@ -177,8 +182,9 @@ def test_learner_zero_stages_save_and_reload(tiny_path, tmp_path, precision):
 def test_vllm_and_hf_greedy_agree(tiny_path):
     hf = RolloutEngine(tiny_path, backend="hf")
     vl = RolloutEngine(tiny_path, backend="vllm")
-    a = hf.generate(PROMPTS, greedy=True, max_new_tokens=6)
-    b = vl.generate(PROMPTS, greedy=True, max_new_tokens=6)
+    greedy = SamplingParams(greedy=True, max_new_tokens=6)
+    a = hf.generate(PROMPTS, greedy)
+    b = vl.generate(PROMPTS, greedy)
     assert [g[0].token_ids for g in a] == [g[0].token_ids for g in b]
 
 

@@ -63,6 +63,7 @@ def test_checkpoint_generation_config_does_not_change_scores(tmp_path, monkeypat
 def test_tool_loop_and_loader_ignore_the_checkpoint_generation_config(tmp_path):
     """The tool loop (and any caller of load_model) samples the same tokens with or without it."""
     from rlbench.engines.hf_generate import generate
+    from rlbench.engines.sampling import SamplingParams
     from rlbench.models.zoo import load_model
 
     hostile = _copy_with_generation_config(tmp_path)
@@ -73,8 +74,9 @@ def test_tool_loop_and_loader_ignore_the_checkpoint_generation_config(tmp_path):
         assert model.generation_config.to_diff_dict().keys() <= {"transformers_version"}  # reset at load
         model.generation_config.min_p = 0.5  # set again after the load: generate drops it too
         outs.append([[(c.token_ids, c.tool_mask) for c in cs] for cs in
-                     generate(model, tok, prompts, n=3, max_new_tokens=10, seed=5, tool="calculator")])
-        outs.append([[c.token_ids for c in cs] for cs in generate(model, tok, prompts, greedy=True, max_new_tokens=10)])
+                     generate(model, tok, prompts, SamplingParams(n=3, max_new_tokens=10, seed=5, tool="calculator"))])
+        outs.append([[c.token_ids for c in cs] for cs in
+                     generate(model, tok, prompts, SamplingParams(greedy=True, max_new_tokens=10))])
     assert outs[0] == outs[2] and outs[1] == outs[3]
 
 

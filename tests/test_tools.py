@@ -12,6 +12,7 @@ import torch
 from conftest import write_tiny_task
 from rlbench.engines import hf_generate
 from rlbench.engines.hf_generate import Completion
+from rlbench.engines.sampling import SamplingParams
 from rlbench.envs.calculator import calculate
 from rlbench.models.tokenizer import DEFAULT_ALPHABET, build_char_tokenizer
 
@@ -50,16 +51,18 @@ def test_calc_generator_families_and_hidden_trace():
 
 def _scripted(monkeypatch, tok, script: dict[str, str]):
     """hf_generate.generate replaced by a model that writes script[prompt] (stopping after a stop
-    token, as the real loop's rounds do)."""
+    token, as the real loop's rounds do). Each round must come without the tool (the loop, not the
+    round, answers calls) and with the tool's stop token."""
     calls = []
 
-    def fake(model, tokenizer, prompts, *, n=1, max_new_tokens=16, stop_ids=(), with_logprobs=False, **kw):
+    def fake(model, tokenizer, prompts, sampling=SamplingParams(), *, with_logprobs=False, **kw):
+        assert not sampling.tool and sampling.stop_ids, sampling
         calls.append(list(prompts))
         out = []
         for i, p in enumerate(prompts):
-            ids = tok(script[p], add_special_tokens=False)["input_ids"][:max_new_tokens]
+            ids = tok(script[p], add_special_tokens=False)["input_ids"][:sampling.max_new_tokens]
             out.append([Completion(i, list(ids), tok.decode(ids), [-0.5] * len(ids) if with_logprobs else [])
-                        for _ in range(n)])
+                        for _ in range(sampling.per_prompt)])
         return out
 
     monkeypatch.setattr(hf_generate, "generate", fake)
@@ -73,8 +76,8 @@ def test_tool_loop_writes_values_masks_them_and_limits_calls(monkeypatch):
         "5*5=": "25",  # no call
         "2*2=": "[2*2]", "2*2=[2*2]4": "[4*4]", "2*2=[2*2]4[4*4]16": "[1+1]",  # a third call is not answered
     })
-    out = hf_generate._generate_with_tool(None, tok, ["12*3=", "5*5=", "2*2="], "calculator", 2, n=2,
-                                          temperature=1.0, top_p=1.0, max_new_tokens=20, seed=0, greedy=False,
+    out = hf_generate._generate_with_tool(None, tok, ["12*3=", "5*5=", "2*2="],
+                                          SamplingParams(n=2, max_new_tokens=20, tool="calculator", max_calls=2),
                                           batch_size=8, with_logprobs=True, on_batch=None)
     a, b, c = out[0][0], out[1][1], out[2][0]
     assert a.text == "[12*3]36" and a.tool_mask == [1] * 6 + [0, 0] and a.tool_calls == 1
@@ -84,9 +87,9 @@ def test_tool_loop_writes_values_masks_them_and_limits_calls(monkeypatch):
     assert c.tool_mask == [1] * 5 + [0] + [1] * 5 + [0, 0] + [1] * 5
     assert len(calls) == 3  # the first round, then one round per call
     # the environment's tokens count against max_new_tokens, and a cut completion stops there
-    out = hf_generate._generate_with_tool(None, tok, ["12*3="], "calculator", 2, n=1, temperature=1.0, top_p=1.0,
-                                          max_new_tokens=7, seed=0, greedy=True, batch_size=8, with_logprobs=False,
-                                          on_batch=None)
+    out = hf_generate._generate_with_tool(None, tok, ["12*3="],
+                                          SamplingParams(max_new_tokens=7, greedy=True, tool="calculator", max_calls=2),
+                                          batch_size=8, with_logprobs=False, on_batch=None)
     assert out[0][0].text == "[12*3]3" and out[0][0].tool_mask == [1] * 6 + [0]
 
 
@@ -131,7 +134,7 @@ def test_harness_scores_with_the_tool_loop(session_tasks):
     real = hf_generate._generate_with_tool
 
     def spy(*a, **kw):
-        seen.append(a[3])
+        seen.append(a[3].tool)
         return real(*a, **kw)
 
     import unittest.mock as mock
@@ -180,9 +183,9 @@ def test_textgame_environment_answers_each_action(monkeypatch):
     stay = observe(lay, State(lay.start))
     _scripted(monkeypatch, tok, {prompt: f"{exit_};", prompt + f"{exit_};{moved}": "q;",
                                  prompt + f"{exit_};{moved}q;{moved}": ""})
-    out = hf_generate._generate_with_tool(None, tok, [prompt], "textgame", 12, n=1, temperature=1.0, top_p=1.0,
-                                          max_new_tokens=60, seed=0, greedy=True, batch_size=8, with_logprobs=False,
-                                          on_batch=None)
+    out = hf_generate._generate_with_tool(None, tok, [prompt],
+                                          SamplingParams(max_new_tokens=60, greedy=True, tool="textgame", max_calls=12),
+                                          batch_size=8, with_logprobs=False, on_batch=None)
     c = out[0][0]
     assert c.text == f"{exit_};{moved}q;{moved}" and c.tool_calls == 2 and stay.endswith(">")
     assert c.tool_mask == [1, 1] + [0] * len(moved) + [1, 1] + [0] * len(moved)
@@ -198,15 +201,25 @@ def test_calibration_plays_a_tool_corpus_by_its_rules(monkeypatch):
 
     tok = build_char_tokenizer(DEFAULT_ALPHABET)
 
-    def expert(model, tokenizer, prompts, *, n=1, **kw):  # knows every layout: plays the shortest way
+    calls_allowed = []
+
+    def expert(model, tokenizer, prompts, sampling=SamplingParams(), **kw):  # knows every layout: the shortest way
         out = []
         for i, p in enumerate(prompts):
             start = p.index(">") + 1
             st, _ = replay(p[:start], p[start:], 12)
             act = best_action(layout(*parse_prompt(p[:start])), st) + ";"
             ids = tok(act, add_special_tokens=False)["input_ids"]
-            out.append([Completion(i, list(ids), act, []) for _ in range(n)])
+            out.append([Completion(i, list(ids), act, []) for _ in range(sampling.per_prompt)])
         return out
+
+    real_loop = hf_generate._generate_with_tool
+
+    def loop_spy(model, tokenizer, prompts, sampling, **kw):
+        calls_allowed.append(sampling.max_calls)
+        return real_loop(model, tokenizer, prompts, sampling, **kw)
+
+    monkeypatch.setattr(hf_generate, "_generate_with_tool", loop_spy)
 
     monkeypatch.setattr(hf_generate, "generate", expert)
     gen = resolve_generator("textgame")
@@ -216,6 +229,7 @@ def test_calibration_plays_a_tool_corpus_by_its_rules(monkeypatch):
     fmt = dict(zip(("reward", "max_new_tokens"), corpus_format(gen)))
     assert calibration_accuracy(None, tok, items, **fmt, **corpus_tool(gen)) == 1.0
     assert calibration_accuracy(None, tok, items, **fmt, tool="textgame", max_calls=2) < 0.5
+    assert calls_allowed == [12, 2]  # the corpus's call limit reached the loop, then the default one
 
 
 def test_kl_counts_the_models_tokens_only():

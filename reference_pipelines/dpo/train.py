@@ -37,8 +37,7 @@ class DPOConfig(PipelineConfig):
 def build_pairs(rollout: Rollout, task: Any, items: list[dict[str, Any]], cfg: DPOConfig) -> list[dict[str, str]]:
     from rlbench.rewards.source import batch_rewards, has_answers
 
-    groups = rollout.generate([it["prompt"] for it in items], n=cfg.samples_per_prompt, temperature=cfg.temperature,
-                              max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
+    groups = rollout.generate([it["prompt"] for it in items], cfg.sampling(cfg.samples_per_prompt, cfg.seed, task))
     rng = random.Random(cfg.seed)
     pairs = []
     flat = batch_rewards(task, [it for it, comps in zip(items, groups) for _ in comps],

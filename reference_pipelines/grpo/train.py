@@ -11,7 +11,7 @@ import torch
 
 from rlbench.config.core import check
 from reference_pipelines.common import (PipelineConfig, Rollout, build_group_batch, build_sequences, masked_mean,
-                                       prompt_batches, start_run, tool_args, track)
+                                       prompt_batches, start_run, track)
 from reference_pipelines.grpo.loss import group_advantages, grpo_loss
 
 
@@ -48,9 +48,7 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
             t0 = time.monotonic()
             items = next(batches)
             prompts = [it["prompt"] for it in items]
-            groups = rollout.generate(prompts, n=cfg.group_size, temperature=cfg.temperature, top_p=cfg.top_p,
-                                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed * 1_000_003 + step,
-                                      **tool_args(task))
+            groups = rollout.generate(prompts, cfg.sampling(cfg.group_size, cfg.seed * 1_000_003 + step, task))
             flat_items = [it for it, comps in zip(items, groups) for _ in comps]
             flat_prompts = [it["prompt"] for it in flat_items]
             flat_ids = [c.token_ids for comps in groups for c in comps]

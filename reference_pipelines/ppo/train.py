@@ -67,9 +67,8 @@ def run(cfg: PPOConfig) -> dict[str, Any]:
         for step in range(1, cfg.steps + 1):
             t0 = time.monotonic()
             items = next(batches)
-            groups = rollout.generate([it["prompt"] for it in items], n=cfg.samples_per_prompt,
-                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                                      seed=cfg.seed * 1_000_003 + step)
+            groups = rollout.generate([it["prompt"] for it in items],
+                                      cfg.sampling(cfg.samples_per_prompt, cfg.seed * 1_000_003 + step, task))
             flat_items = [it for it, comps in zip(items, groups) for _ in comps]
             prompts = [it["prompt"] for it in flat_items]
             ids = [c.token_ids for comps in groups for c in comps]

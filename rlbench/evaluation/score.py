@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from rlbench.engines.hf_generate import generate
+from rlbench.engines.sampling import SamplingParams
 from rlbench.envs import tool_args
 from rlbench.evaluation.stats import mean_ci, wilson_ci
 from rlbench.progress import track
@@ -70,10 +71,9 @@ def score_split(
     batch = max(1, proto.batch_size // proto.samples_per_prompt)
     n_batches = -(-len(prompts) // batch)
     with track(f"eval {split} sampled", n_batches) as bar:
-        sampled = generate(model, tokenizer, prompts, n=proto.samples_per_prompt,
-                           temperature=proto.temperature, top_p=proto.top_p,
-                           max_new_tokens=proto.max_new_tokens, seed=proto.seed,
-                           batch_size=batch, on_batch=lambda _n: bar.advance(), **tool)
+        sampling = SamplingParams(n=proto.samples_per_prompt, temperature=proto.temperature, top_p=proto.top_p,
+                                  max_new_tokens=proto.max_new_tokens, seed=proto.seed, **tool)
+        sampled = generate(model, tokenizer, prompts, sampling, batch_size=batch, on_batch=lambda _n: bar.advance())
     per_item = [
         sum(reward(c.text, it["answer"], **params) for c in comps) / len(comps)
         for comps, it in zip(sampled, items)
@@ -81,8 +81,8 @@ def score_split(
     mean, lo, hi = mean_ci(per_item)
     score = SplitScore(split, len(items), proto.samples_per_prompt, mean, lo, hi, per_item=per_item)
     if proto.greedy or split in HIDDEN_SPLITS:
-        greedy = generate(model, tokenizer, prompts, greedy=True, max_new_tokens=proto.max_new_tokens,
-                          batch_size=proto.batch_size, **tool)
+        argmax = SamplingParams(greedy=True, max_new_tokens=proto.max_new_tokens, **tool)
+        greedy = generate(model, tokenizer, prompts, argmax, batch_size=proto.batch_size)
         score.greedy_per_item = [float(reward(c[0].text, it["answer"], **params)) for c, it in zip(greedy, items)]
         score.greedy, score.greedy_ci_low, score.greedy_ci_high = wilson_ci(sum(score.greedy_per_item), len(items))
     score.ci_ok = score.halfwidth <= proto.max_ci_halfwidth + 1e-12

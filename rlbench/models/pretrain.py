@@ -24,6 +24,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from rlbench.data.generators import corpus_format, corpus_tool, resolve_generator
 from rlbench.engines.hf_generate import generate
+from rlbench.engines.sampling import SamplingParams
 from rlbench.models.recipe import ModelRecipe
 from rlbench.progress import track
 from rlbench.rewards import get_reward
@@ -104,8 +105,8 @@ def _batch(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> dict[str, to
 def calibration_accuracy(model, tokenizer, items: list[dict[str, Any]], max_new_tokens: int = 8,
                          reward: str = "exact_int", tool: str = "", max_calls: int = 2) -> float:
     fn = get_reward(reward)
-    outs = generate(model, tokenizer, [it["prompt"] for it in items], greedy=True,
-                    max_new_tokens=max_new_tokens, batch_size=256, tool=tool, max_calls=max_calls)
+    greedy = SamplingParams(greedy=True, max_new_tokens=max_new_tokens, tool=tool, max_calls=max_calls)
+    outs = generate(model, tokenizer, [it["prompt"] for it in items], greedy, batch_size=256)
     return sum(fn(o[0].text, it["answer"]) for o, it in zip(outs, items)) / max(len(items), 1)
 
 
