@@ -13,13 +13,14 @@ from rich.table import Table
 from rlbench.config.core import ConfigError, to_dict
 from rlbench.progress import set_quiet
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="rlbench: can an LLM agent build an RL pipeline that really improves a base model?")
-tasks_app = typer.Typer(no_args_is_help=True, help="List, show and check tasks.")
-models_app = typer.Typer(no_args_is_help=True, help="The base-model zoo.")
+tasks_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="List, show and check tasks.")
+models_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The base-model zoo.")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(models_app, name="models")
-pipeline_app = typer.Typer(no_args_is_help=True, help="Reference RL pipelines (grpo, ppo, dpo, sft).")
+pipeline_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                           help="Reference RL pipelines (grpo, ppo, dpo, sft).")
 app.add_typer(pipeline_app, name="pipeline")
 
 out = Console()
@@ -598,25 +599,21 @@ def run_cmd(
     (one cell), `"agents=[null,reference]" "seeds=[0,1,2]"` (every combination, in parallel as far
     as `cell_cpus` allows), `resume=SUITE_DIR` (finish a suite that was stopped). `sandbox=none`
     runs without bubblewrap and marks the results unsandboxed."""
-    from rlbench.agents.base import resolve_agent
-    from rlbench.orchestration.suite import expand, load_run_spec, open_suite, run_suite
-    from rlbench.sandbox import SandboxUnavailable, require_bwrap
+    from rlbench.orchestration.suite import load_run_spec, run_suite
+    from rlbench.sandbox import SandboxUnavailable
 
     set_quiet(quiet)
-    try:
+    try:  # run_suite checks every task, agent and base model before any work (exit 2 on a bad one)
         spec = load_run_spec(overrides or [], str(config) if config else None)
-        cells = expand(spec if not spec.resume else open_suite(spec)[1])
-        for agent in sorted({c.agent for c in cells}):
-            resolve_agent(agent)  # an unknown agent fails here, before any cell starts
-        if any(c.sandbox == "bwrap" for c in cells):
-            require_bwrap()
         suite_dir, results = run_suite(spec)
     except (ConfigError, SandboxUnavailable) as exc:
         _fail(exc)
     from rlbench.io import read_json
 
     for r in results:
-        out.print(f"{r['cell']}: {r['status']}" + (f" ({r['reason']})" if r.get("reason") else ""), highlight=False)
+        # a reason is the harness's or an exception's text: printed as it is, never read as rich markup
+        out.print(f"{r['cell']}: {r['status']}" + (f" ({r['reason']})" if r.get("reason") else ""), highlight=False,
+                  markup=False)
     out.print(_cells_table(read_json(suite_dir / "scores.json")["cells"]))
     for r in results:
         if r.get("robustness"):

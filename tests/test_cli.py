@@ -67,3 +67,49 @@ def test_run_one_cell_prints_its_result(tmp_path):
     assert result["status"] == "ok" and result["sandboxed"] is False and result["gains"]["test"]["abs"] == 0
     bad = run("run", "agent=nobody", "task=arith-tiny", f"results={tmp_path}", check=False)
     assert bad.returncode == 2 and "unknown agent 'nobody'" in bad.stdout + bad.stderr
+
+
+def test_run_refuses_a_bad_task_before_any_work(tmp_path):
+    proc = run("run", "task=nope", f"results={tmp_path}", check=False)
+    assert proc.returncode == 2 and "unknown task 'nope'" in proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "suites").exists()  # no suite folder, so no Ray and no cell either
+
+
+def test_resume_refuses_settings_it_would_drop(tmp_path):
+    suite = tmp_path / "suites" / "s"
+    suite.mkdir(parents=True)
+    (suite / "suite.json").write_text(json.dumps({"spec": {}, "cells": []}))
+    proc = run("run", f"resume={suite}", "seeds=[3]", "budget_s=9", "rerun_crashed=false", check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "refused: budget_s=9.0, seeds=[3]" in proc.stderr and "rerun_crashed" not in proc.stderr
+
+
+def test_help_keeps_its_examples():
+    out = run("run", "--help").stdout
+    assert '"agents=[null,reference]" "seeds=[0,1,2]"' in " ".join(out.split())
+
+
+def test_a_reason_is_printed_as_it_is(tmp_path, monkeypatch):
+    """Reasons are exceptions' and agents' text: brackets in them are not rich markup."""
+    from typer.testing import CliRunner
+
+    import rlbench.orchestration.suite as suite
+    from rlbench.cli import app
+
+    (tmp_path / "scores.json").write_text(json.dumps({"cells": []}))
+    reason = "harness: KeyError: [bold]'x'[/bold] in [1, 2]"
+    monkeypatch.setattr(suite, "run_suite", lambda spec: (tmp_path, [{"cell": "c", "status": "crashed",
+                                                                      "crash_by": "harness", "reason": reason}]))
+    res = CliRunner().invoke(app, ["run", "task=arith-tiny", "--quiet"], terminal_width=200)
+    assert reason in res.output and res.exit_code == 1, res.output
+
+
+def test_report_of_a_cell_stopped_before_its_agent_ran(tmp_path):
+    cell = tmp_path / "cells" / "c1"
+    cell.mkdir(parents=True)
+    (cell / "result.json").write_text(json.dumps({
+        "cell": "c1", "agent": "null", "task": "arith-grpo", "seed": 0, "status": "crashed", "crash_by": "harness",
+        "reason": "harness: ConfigError: no base model", "started": "2026-12-05T00:00:00Z",
+        "finished": "2026-12-05T00:00:01Z", "cell_dir": str(cell), "config": {}}))
+    proc = run("report", str(cell))
+    assert "no base model" in (cell / "report.html").read_text() and "report.html" in proc.stdout

@@ -21,15 +21,15 @@ from __future__ import annotations
 import copy
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
 from rlbench.config.core import ConfigError, check, load_config, to_dict
 from rlbench.harness.cell import CellConfig, cell_key, results_root, run_cell
 from rlbench.io import atomic_write_json, atomic_write_text, read_json
-from rlbench.ray_session import ensure_ray
 from rlbench.progress import info
+from rlbench.ray_session import ensure_ray
 from rlbench.scoring.suite import score_suite, scores_csv
 
 FINAL = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "harness_broken")
@@ -146,9 +146,20 @@ def _set_aside(cell_dir: Path) -> None:
     cell_dir.rename(cell_dir.with_name(f"{cell_dir.name}.attempt-{n}"))
 
 
-def open_suite(spec: RunSpec) -> tuple[Path, RunSpec]:
-    """The suite folder and the spec it runs: a new one, or the one saved in `resume`."""
+RESUME_SETTINGS = ("resume", "rerun_crashed")  # what a resume may set; the rest is the saved suite's
+
+
+def open_suite(spec: RunSpec, create: bool = True) -> tuple[Path, RunSpec]:
+    """The suite folder and the spec it runs: a new one (made only with `create`), or the one
+    saved in `resume`. A resume runs the saved settings: any other setting given with it is
+    refused by name, never silently dropped."""
     if spec.resume:
+        given = {f.name: getattr(spec, f.name) for f in fields(RunSpec)
+                 if f.name not in RESUME_SETTINGS and getattr(spec, f.name) != getattr(RunSpec(), f.name)}
+        if given:
+            raise ConfigError(f"resume={spec.resume} runs the suite with its saved settings; refused: "
+                              + ", ".join(f"{k}={v}" for k, v in given.items())
+                              + " (start a new suite to change them)")
         suite_dir = Path(spec.resume)
         saved = suite_dir / "suite.json"
         if not saved.is_file():
@@ -160,8 +171,27 @@ def open_suite(spec: RunSpec) -> tuple[Path, RunSpec]:
     suite_dir = results_root(spec) / "suites" / name
     if suite_dir.exists():
         raise ConfigError(f"suite folder {suite_dir} exists; pick another suite= name or resume={suite_dir}")
-    suite_dir.mkdir(parents=True)
+    if create:
+        suite_dir.mkdir(parents=True)
     return suite_dir, spec
+
+
+def preflight(spec: RunSpec) -> tuple[list[CellConfig], dict[str, str]]:
+    """Everything a suite's cells need, checked before any folder, Ray or cell exists: each task
+    loads (with the cell's wave), each agent resolves, bubblewrap is there if a cell wants it, and
+    each base model is its canonical artifact. The cells and the bases' hashes."""
+    from rlbench.agents.base import resolve_agent
+    from rlbench.sandbox.runner import require_bwrap
+    from rlbench.tasks.registry import load_task
+
+    cells = expand(spec)
+    for task, wave in sorted({(c.task, c.wave) for c in cells}):
+        load_task(task, [f"data.wave={wave}"] if wave else [])
+    for agent in sorted({c.agent for c in cells}):
+        resolve_agent(agent)
+    if any(c.sandbox == "bwrap" for c in cells):
+        require_bwrap()
+    return cells, suite_bases(cells)
 
 
 class MixedBases(ConfigError):
@@ -194,11 +224,11 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
     """Run (or finish) a suite; returns its folder and every cell's result, in matrix order."""
     import ray
 
-    suite_dir, spec = open_suite(spec)
+    suite_dir, spec = open_suite(spec, create=False)
+    cells, bases = preflight(spec)  # a bad task, agent or base model stops here, before any work
+    suite_dir.mkdir(parents=True, exist_ok=bool(spec.resume))
     suite_dir = suite_dir.resolve()
-    cells = expand(spec)
     keys = [cell_key(c) for c in cells]
-    bases = suite_bases(cells)  # before any work: a canonical model that fails its hash stops here
     saved = read_json(suite_dir / "suite.json") if (suite_dir / "suite.json").is_file() else {}
     changed = {n: (saved["bases"][n], h) for n, h in bases.items()
                if n in (saved.get("bases") or {}) and saved["bases"][n] != h}

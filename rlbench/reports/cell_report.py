@@ -128,10 +128,13 @@ def build_cell_report(cell_dir: Path) -> dict[str, Any]:
         "cell": result.get("cell"), "agent": result.get("agent"), "task": result.get("task"), "seed": result.get("seed"),
         "status": result.get("status"), "reason": result.get("reason", ""), "sandboxed": result.get("sandboxed"),
         "started": result.get("started"), "finished": result.get("finished"), "cell_seconds": result.get("cell_seconds"),
-        "budget": result.get("budget", {}), "baseline": result.get("baseline", {}), "scores": result.get("scores", {}),
+        # a cell the harness stopped before the agent ran has no budget or capabilities section:
+        # its report shows them empty ("-") rather than failing on a missing number
+        "budget": {**dict.fromkeys(("wall_seconds", "used_seconds", "tool_calls")), **(result.get("budget") or {})}, "baseline": result.get("baseline", {}), "scores": result.get("scores", {}),
         "gains": result.get("gains", {}), "vs_baseline_config": result.get("vs_baseline_config"),
         "sampling_only_gain": result.get("sampling_only_gain"),  # a sampled gain with no greedy gain
-        "capabilities": result.get("capabilities", {}), "robustness": result.get("robustness"),
+        "capabilities": {**dict.fromkeys(("autonomy", "correctness", "execution_seconds", "peak_memory_mb", "recovery",
+                                          "sweep_seconds")), **(result.get("capabilities") or {})}, "robustness": result.get("robustness"),
         "sweeps": result.get("sweeps", []), "wave": result.get("wave") or "",
         "integrity": result.get("integrity"), "dev_test_gap": result.get("dev_test_gap"),
         "anytime": result.get("anytime"), "compute": result.get("compute"), "reward_hacking": result.get("reward_hacking"),
