@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -12,6 +12,7 @@ from rich.table import Table
 
 from rlbench.config.core import ConfigError, to_dict
 from rlbench.progress import set_quiet
+from rlbench.results import CellResult, Gain
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="rlbench: can an LLM agent build an RL pipeline that really improves a base model?")
@@ -501,11 +502,11 @@ def _robustness_table(summary: dict) -> Table:
         table.add_column(col, justify="left" if col in ("model", "status") else "right")
     for run in summary["runs"]:
         g = run.get("gains") or {}
-        t, h = g.get("test"), g.get("heldout")
+        t, h = (Gain.from_dict(g[s]) if g.get(s) else None for s in ("test", "heldout"))
         table.add_row(f"{run['model']} ({run['kind']})", str(run["seed"]),
                       run["status"] + (f": {run['reason'][:60]}" if run.get("reason") else ""),
-                      _pts(t["abs"]) if t else "-", _ci([t["ci_low"], t["ci_high"]]) if t else "-",
-                      _pts(h["abs"]) if h else "-", _ci([h["ci_low"], h["ci_high"]]) if h else "-",
+                      _pts(t.abs) if t else "-", _ci(t.ci) if t else "-",
+                      _pts(h.abs) if h else "-", _ci(h.ci) if h else "-",
                       f"{run['train_seconds']:.0f}" if run.get("train_seconds") is not None else "-")
     for split in ("test", "heldout"):
         agg = summary["seeds"].get(split)
@@ -610,24 +611,29 @@ def run_cmd(
         _fail(exc)
     from rlbench.io import read_json
 
-    for r in results:
+    cells_run = [CellResult.from_dict(r) for r in results]
+    for r in cells_run:
         # a reason is the harness's or an exception's text: printed as it is, never read as rich markup
-        out.print(f"{r['cell']}: {r['status']}" + (f" ({r['reason']})" if r.get("reason") else ""), highlight=False,
-                  markup=False)
+        out.print(f"{r.cell}: {r.status}" + (f" ({r.reason})" if r.reason else ""), highlight=False, markup=False)
     out.print(_cells_table(read_json(suite_dir / "scores.json")["cells"]))
-    for r in results:
-        if r.get("robustness"):
-            out.print(_robustness_table(r["robustness"]))
+    for r in cells_run:
+        if r.robustness:
+            out.print(_robustness_table(r.robustness))
     if (suite_dir / "leaderboard.html").is_file():
         out.print(f"leaderboard: {suite_dir / 'leaderboard.html'} (and .csv, .json)", highlight=False)
-        for r in results:
-            report = Path(r.get("cell_dir", "")) / "report.html"
-            if r.get("cell_dir") and report.is_file():
-                out.print(f"report: {report}", highlight=False)
+        for r in cells_run:
+            if r.cell_dir and (Path(r.cell_dir) / "report.html").is_file():
+                out.print(f"report: {Path(r.cell_dir) / 'report.html'}", highlight=False)
     out.print(f"suite: {suite_dir} (results.json, scores.json, scores.csv; resume with resume={suite_dir})",
               highlight=False)
-    if any(r["status"] == "crashed" and str(r.get("reason", "")).startswith("harness:") for r in results):
+    if harness_crashed(cells_run):
         raise typer.Exit(1)
+
+
+def harness_crashed(results: Sequence[CellResult]) -> list[str]:
+    """The cells the harness crashed (crash_by "harness", not the agent): `rlbench run` exits 1 on
+    any, since their numbers say nothing about the agent (a resumed suite reruns them)."""
+    return [r.cell for r in results if r.harness_crash]
 
 
 def main() -> None:

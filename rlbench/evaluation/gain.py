@@ -12,9 +12,10 @@ no greedy gain, and `sampling_only_gain` flags that.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from rlbench.evaluation.baseline import BASELINE_SPLITS, evaluate_model
+from rlbench.results import Gain
 from rlbench.scoring.bootstrap import paired_bootstrap
 from rlbench.tasks.spec import TaskConfig
 
@@ -32,19 +33,19 @@ def paired_gains(reference: dict[str, Any], new: dict[str, Any], splits: Sequenc
             "abs_gain": g.abs_gain, "gain_ci_low": g.ci_low, "gain_ci_high": g.ci_high,
             "rel_gain_pct": g.rel_gain_pct, "rel_ci_low": g.rel_ci_low, "rel_ci_high": g.rel_ci_high,
             "significant": g.significant, "n": g.n, **win_rate(b["per_item"], s["per_item"]),
-            "greedy_gain": _greedy_gain(b, s),
+            "greedy_gain": greedy.core_dict() if (greedy := _greedy_gain(b, s)) is not None else None,
         }
     return out
 
 
-def _greedy_gain(b: dict[str, Any], s: dict[str, Any]) -> dict[str, Any] | None:
+def _greedy_gain(b: dict[str, Any], s: dict[str, Any]) -> Gain | None:
     """The paired greedy gain with its bootstrap interval; None when either side lacks per-item
     greedy scores (results from before they were kept)."""
     gb, gs = b.get("greedy_per_item") or [], s.get("greedy_per_item") or []
     if not gb or len(gb) != len(gs):
         return None
     g = paired_bootstrap(gb, gs)
-    return {"abs": g.abs_gain, "ci_low": g.ci_low, "ci_high": g.ci_high, "significant": g.significant}
+    return Gain(abs=g.abs_gain, ci_low=g.ci_low, ci_high=g.ci_high, significant=g.significant)
 
 
 def win_rate(base: Sequence[float], new: Sequence[float]) -> dict[str, float]:
@@ -57,28 +58,35 @@ def win_rate(base: Sequence[float], new: Sequence[float]) -> dict[str, float]:
     return {"win_rate": mean, "win_ci_low": lo, "win_ci_high": hi}
 
 
+def split_gain(v: dict[str, Any]) -> Gain:
+    """A split of paired_gains as results keep it (cells, robustness reruns, an optimize task's
+    baseline configuration): the bootstrap intervals of the absolute and the relative gain,
+    whether it is distinguishable from zero, the win rate and the greedy gain."""
+    greedy = v.get("greedy_gain")
+    return Gain(abs=v["abs_gain"], ci_low=v["gain_ci_low"], ci_high=v["gain_ci_high"], significant=v["significant"],
+                rel_pct=v["rel_gain_pct"], rel_ci_low=v["rel_ci_low"], rel_ci_high=v["rel_ci_high"],
+                win_rate=v.get("win_rate"), greedy=Gain.from_dict(greedy) if greedy is not None else None)
+
+
 def result_gain(v: dict[str, Any]) -> dict[str, Any]:
-    """A split of paired_gains as results keep it (cells, robustness reruns): the bootstrap
-    intervals of the absolute and the relative gain, and whether it is distinguishable from zero."""
-    return {"abs": v["abs_gain"], "ci_low": v["gain_ci_low"], "ci_high": v["gain_ci_high"], "rel_pct": v["rel_gain_pct"],
-            "rel_ci_low": v["rel_ci_low"], "rel_ci_high": v["rel_ci_high"], "significant": v["significant"],
-            "win_rate": v.get("win_rate"), "greedy": v.get("greedy_gain")}
+    """split_gain as the JSON dict records hold (Gain.to_dict)."""
+    return split_gain(v).to_dict()
 
 
-def sampling_only_gain(gains: dict[str, Any], split: str = "test") -> dict[str, Any]:
+def sampling_only_gain(gains: Mapping[str, Gain | Mapping[str, Any]], split: str = "test") -> dict[str, Any]:
     """{"flag": bool, "reason": str}: flagged when the sampled gain on `split` is significantly
     above zero and the greedy gain is not (its interval reaches 0 or below). Sharper sampling
     (temperature, min_p, a scaled final norm) moves the sampled score alone; RL that learned
     something moves the greedy answer too. The score stands beside the flag."""
-    g = gains.get(split) or {}
-    greedy = g.get("greedy")
-    if not (g.get("significant") and (g.get("abs") or 0.0) > 0):
+    g = Gain.coerce(gains[split]) if gains.get(split) else None
+    if g is None or not (g.significant and g.abs > 0):
         return {"flag": False, "reason": f"no significant sampled {split} gain"}
-    if not greedy:
+    greedy = g.greedy
+    if greedy is None:
         return {"flag": False, "reason": f"no paired greedy {split} figures to compare"}
-    sampled = f"{100 * g['abs']:+.1f} points [{100 * g['ci_low']:+.1f}, {100 * g['ci_high']:+.1f}]"
-    greedy_txt = f"{100 * greedy['abs']:+.1f} points [{100 * greedy['ci_low']:+.1f}, {100 * greedy['ci_high']:+.1f}]"
-    if greedy["ci_low"] > 0:
+    sampled = f"{100 * g.abs:+.1f} points [{100 * g.ci_low:+.1f}, {100 * g.ci_high:+.1f}]"
+    greedy_txt = f"{100 * greedy.abs:+.1f} points [{100 * greedy.ci_low:+.1f}, {100 * greedy.ci_high:+.1f}]"
+    if greedy.ci_low > 0:
         return {"flag": False, "reason": f"the greedy {split} gain {greedy_txt} is significant too"}
     return {"flag": True, "reason": f"the sampled {split} gain {sampled} is significant but the greedy gain "
                                     f"{greedy_txt} is not: a gain from sharper sampling (temperature, min_p, a "

@@ -33,14 +33,14 @@ from rlbench.progress import info
 from rlbench.ray_session import ensure_ray
 from rlbench.record import in_flight, read_trajectory
 from rlbench.reports.cell_report import training_runs
+from rlbench.results import CellResult, CellStatus, Gain
 from rlbench.sandbox.compute import SANDBOX_CPU_FILE, STOP_FILE, ComputeMeter, trial_cpu_total
 from rlbench.sandbox.runner import SandboxConfig, require_bwrap
 from rlbench.scoring.capabilities import capabilities
 
-# crashed: result["crash_by"] says whose doing ("agent": it raised or its process died; "harness").
-# harness_broken: the agent broke the harness (its grader stopped, it ran out of descriptors): final,
-# an integrity violation, never a crash a suite reruns.
-STATUSES = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "crashed", "harness_broken")
+# A cell's statuses are rlbench.results.CellStatus. crashed: `crash_by` says whose doing ("agent": it
+# raised or its process died; "harness"). harness_broken: the agent broke the harness (its grader
+# stopped, it ran out of descriptors): final, an integrity violation, never a crash a suite reruns.
 MAX_DESIGN_BYTES = 256 * 1024  # a sweep design is a short YAML file
 AGENT_START_S = 300  # an agent process that is not up by then (no free CPU on the node) crashes the cell
 LIMIT_POLL_S = 1.0  # how often the driver reads the compute meter when the cell has a CPU or GPU limit
@@ -145,14 +145,14 @@ def _against_baseline_config(task: Any, cfg: CellConfig, checkpoint: str) -> dic
             "gains": {s: result_gain(v) for s, v in gains.items()}}
 
 
-def kl_constraint(task: Any, checkpoint: str, test: list[dict[str, Any]], gain: dict[str, Any], device: str) -> dict[str, Any]:
+def kl_constraint(task: Any, checkpoint: str, test: list[dict[str, Any]], gain: Gain, device: str) -> dict[str, Any]:
     """KL-constrained tasks: the chosen checkpoint's KL to the base on the test prompts; the
     constrained gain is the test gain when the limit holds and zero when it does not."""
     from rlbench.evaluation.kl import kl_to_base
 
     kl = kl_to_base(checkpoint, task.model.base, task, test, device=device)
     ok = kl["kl"] <= task.constraints.max_kl
-    return {"max_kl": task.constraints.max_kl, **kl, "satisfied": ok, "constrained_gain": gain["abs"] if ok else 0.0}
+    return {"max_kl": task.constraints.max_kl, **kl, "satisfied": ok, "constrained_gain": gain.abs if ok else 0.0}
 
 
 def reward_service(task: Any, train: list[dict[str, Any]], log: Path | None) -> Any:
@@ -230,10 +230,11 @@ def _plain_file(root: Path, rel: str) -> bool:
 
 
 def run_cell(cfg: CellConfig) -> dict[str, Any]:
-    """Run one cell and return its result (also written to CELL_DIR/result.json)."""
+    """Run one cell and return its result: CELL_DIR/result.json's JSON object (CellResult.to_json_dict();
+    read it back typed with CellResult.load)."""
     from rlbench.data.splits import prepare_data
     from rlbench.evaluation.baseline import baseline, evaluate_model
-    from rlbench.evaluation.gain import result_gain, sampling_only_gain, score_against_base
+    from rlbench.evaluation.gain import sampling_only_gain, score_against_base, split_gain
     from rlbench.grading.server import GradingServer
     from rlbench.grading.validate import tree_hash
     from rlbench.harness.workspace import build_workspace
@@ -269,10 +270,10 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         cell_dir.mkdir(parents=True)
     cell_dir = cell_dir.resolve()
     started = utc_now()
-    result: dict[str, Any] = {"cell": cell_dir.name, "agent": cfg.agent, "task": task.name, "task_version": task.version,
-                              "seed": cfg.seed, "wave": cfg.wave, "status": "crashed", "reason": "",
-                              "sandboxed": cfg.sandbox == "bwrap", "started": started, "config": to_dict(cfg)}
-    atomic_write_json(cell_dir / "result.json", {**result, "status": "running"})
+    result = CellResult(cell=cell_dir.name, agent=cfg.agent, task=task.name, task_version=task.version, seed=cfg.seed,
+                        wave=cfg.wave, status=CellStatus.CRASHED, reason="", sandboxed=cfg.sandbox == "bwrap",
+                        started=started, config=to_dict(cfg))
+    atomic_write_json(cell_dir / "result.json", replace(result, status=CellStatus.RUNNING).to_json_dict())
     grader = None
     watch = None
     meter = ComputeMeter()
@@ -282,15 +283,15 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         data = prepare_data(task, task_dir(task.name))
         base_path = Path(resolve_model(task.model.base).location)
         base = baseline(task, device=cfg.device)
-        result["baseline"] = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
+        result.baseline = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
         # the base by its weights hash: a zoo name is the pinned canonical artifact on every machine, and a
         # suite refuses a cell whose base differs from its others (rlbench/orchestration/suite.py)
-        result["base_model"] = {"name": task.model.base, "weights_hash": base.get("weights_hash")}
-        result["splits"] = data.record()  # every number carries the splits it was measured on
+        result.base_model = {"name": task.model.base, "weights_hash": base.get("weights_hash")}
+        result.splits = data.record()  # every number carries the splits it was measured on
         if cfg.wave:
             from rlbench.data.splits import wave_overlap
 
-            result["wave_overlap"] = wave_overlap(task, task_dir(task.name))
+            result.wave_overlap = wave_overlap(task, task_dir(task.name))
         bug = ""
         if task.debug.pipeline:  # the planted bug is the harness's record, outside the workspace
             from rlbench.tasks.planted_bugs import choose_bug
@@ -329,85 +330,90 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
              f"sandbox {cfg.sandbox}); trajectory in {cell_dir / 'trajectory.jsonl'}")
         agent_info, status, reason = _run_agent(cfg, cell_dir, workspace, grader, budget_s, task.budget.cpus, meter)
         if agent_info.get("crash_by"):
-            result["crash_by"] = agent_info.pop("crash_by")
+            result.crash_by = agent_info.pop("crash_by")
         if not grader.alive():  # nothing in the harness stops it: the agent did
-            status, reason, result["crash_by"] = "harness_broken", "the grading server stopped while the agent ran", "agent"
+            status, reason = CellStatus.HARNESS_BROKEN, "the grading server stopped while the agent ran"
+            result.crash_by = "agent"
         watched = watch.stop()
-        result["agent_run"] = agent_info
+        result.agent_run = agent_info
         grader.save_state()
-        result["grader"] = grader.connections()  # what the agent's connections cost it (a flood shows here)
-        result["budget"] = {"wall_seconds": budget_s, "used_seconds": round(grader.used_s(), 1),
-                            "tool_calls": agent_info.get("tool_calls"),
-                            "cpu_seconds": budget.cpu_seconds, "gpu_seconds": budget.gpu_seconds}
-        result["compute"] = {"wall_seconds": round(grader.used_s(), 1), **meter.sample(),
-                             "sweep_seconds": round(sum(float(s.get("seconds") or 0) for s in grader.sweeps), 1)}
+        result.grader = grader.connections()  # what the agent's connections cost it (a flood shows here)
+        result.budget = {"wall_seconds": budget_s, "used_seconds": round(grader.used_s(), 1),
+                         "tool_calls": agent_info.get("tool_calls"),
+                         "cpu_seconds": budget.cpu_seconds, "gpu_seconds": budget.gpu_seconds}
+        result.compute = {"wall_seconds": round(grader.used_s(), 1), **meter.sample(),
+                          "sweep_seconds": round(sum(float(s.get("seconds") or 0) for s in grader.sweeps), 1)}
         subs = grader.submissions
         chosen = grader.choose(cfg.select)
-        result["submissions"] = {"total": len(subs), "valid": sum(1 for s in subs if s.get("ok")), "select": cfg.select,
-                                 "chosen": chosen["index"] if chosen else None,
-                                 "refused": [{"index": s["index"], "reason": s["reason"]} for s in subs if not s.get("ok")]}
-        if status not in ("crashed", "budget_exceeded", "harness_broken"):
+        result.submissions = {"total": len(subs), "valid": sum(1 for s in subs if s.get("ok")), "select": cfg.select,
+                              "chosen": chosen["index"] if chosen else None,
+                              "refused": [{"index": s["index"], "reason": s["reason"]} for s in subs if not s.get("ok")]}
+        if status is None:  # the agent finished: its submissions say how
             if chosen:
-                status = "ok"
+                status = CellStatus.OK
             elif subs:
-                status, reason = "invalid_submission", "; ".join(f"#{s['index']}: {s['reason']}" for s in subs)[:2000]
+                status = CellStatus.INVALID_SUBMISSION
+                reason = "; ".join(f"#{s['index']}: {s['reason']}" for s in subs)[:2000]
             else:
-                status, reason = "no_submission", "the agent finished without submitting"
-        result["status"], result["reason"] = status, reason
+                status, reason = CellStatus.NO_SUBMISSION, "the agent finished without submitting"
+        result.status, result.reason = status, reason
         if grader.rewards is not None:
-            result["reward_queries"] = grader.rewards.summary()
+            result.reward_queries = grader.rewards.summary()
         if grader.sweeps:
-            result["sweeps"] = [{k: s.get(k) for k in ("index", "ok", "trials", "seconds", "cpu_s", "best", "error")}
-                                for s in grader.sweeps]
+            result.sweeps = [{k: s.get(k) for k in ("index", "ok", "trials", "seconds", "cpu_s", "best", "error")}
+                             for s in grader.sweeps]
         if chosen:
             info(f"cell {cell_dir.name}: scoring submission {chosen['index']} on test and heldout")
             scored = score_against_base(chosen["checkpoint"], task, device=cfg.device)
-            result["scores"] = {s: {"pass_at_1": v["score"], "greedy": v["greedy"]} for s, v in scored["splits"].items()}
-            result["gains"] = {s: result_gain(v) for s, v in scored["splits"].items()}
-            result["sampling_only_gain"] = sampling_only_gain(result["gains"])  # sampled gain, no greedy gain
-            result["chosen_checkpoint"] = {"index": chosen["index"], "hash": chosen["checkpoint_hash"],
-                                           "dev_at_submit": chosen["dev"], "recipe": chosen.get("recipe", ""),
-                                           "code": chosen.get("code", ""), "path": chosen.get("submitted_path", "")}
+            result.scores = {s: {"pass_at_1": v["score"], "greedy": v["greedy"]} for s, v in scored["splits"].items()}
+            result.gains = {s: split_gain(v) for s, v in scored["splits"].items()}
+            result.sampling_only_gain = sampling_only_gain(result.gains)  # sampled gain, no greedy gain
+            result.chosen_checkpoint = {"index": chosen["index"], "hash": chosen["checkpoint_hash"],
+                                        "dev_at_submit": chosen["dev"], "recipe": chosen.get("recipe", ""),
+                                        "code": chosen.get("code", ""), "path": chosen.get("submitted_path", "")}
             if task.baseline_config.pipeline:
-                result["vs_baseline_config"] = _against_baseline_config(task, cfg, chosen["checkpoint"])
+                result.vs_baseline_config = _against_baseline_config(task, cfg, chosen["checkpoint"])
             if task.claims.required or chosen.get("claim"):
                 from rlbench.scoring.claims import score_claim
 
-                result["claim"] = score_claim(chosen.get("claim"), result["gains"]["test"])
+                result.claim = score_claim(chosen.get("claim"), result.gains["test"])
             if task.constraints.max_kl > 0:
-                result["constraint"] = kl_constraint(task, chosen["checkpoint"], data.splits["test"], result["gains"]["test"],
-                                                     cfg.device)
-            dev, test = chosen["dev"], result["scores"]["test"]["pass_at_1"]
-            base_gap = result["baseline"]["dev"]["pass_at_1"] - result["baseline"]["test"]["pass_at_1"]
-            result["dev_test_gap"] = {"dev": dev, "test": test, "gap": round(dev - test, 4),
-                                      "base_gap": round(base_gap, 4), "excess": round(dev - test - base_gap, 4)}
+                result.constraint = kl_constraint(task, chosen["checkpoint"], data.splits["test"], result.gains["test"],
+                                                  cfg.device)
+            dev, test = chosen["dev"], result.scores["test"]["pass_at_1"]
+            base_gap = result.baseline["dev"]["pass_at_1"] - result.baseline["test"]["pass_at_1"]
+            result.dev_test_gap = {"dev": dev, "test": test, "gap": round(dev - test, 4),
+                                   "base_gap": round(base_gap, 4), "excess": round(dev - test - base_gap, 4)}
             if cfg.score_all:
-                result["anytime"] = _anytime(task, cfg, grader, chosen, test, result["baseline"]["test"]["pass_at_1"],
-                                             budget_s, result["compute"]["cpu_s"])
+                result.anytime = _anytime(task, cfg, grader, chosen, test, result.baseline["test"]["pass_at_1"],
+                                          budget_s, result.compute["cpu_s"])
         if bug:  # the diagnosis counts with or without a graded submission
             from rlbench.tasks.planted_bugs import score_debug
 
-            result["debug"] = after_agent_stage(result, "debug", lambda: score_debug(workspace, bug, (chosen or {}).get("recipe", "")))
-        result["capabilities"] = after_agent_stage(result, "capabilities", lambda: capabilities(
+            result.debug = after_agent_stage(result, "debug", lambda: score_debug(
+                workspace, bug, (chosen or {}).get("recipe", "")))
+        result.capabilities = after_agent_stage(result, "capabilities", lambda: capabilities(
             read_trajectory(cell_dir / "trajectory.jsonl"), subs, status, base_hash))
-        result["integrity"] = after_agent_stage(result, "integrity", lambda: integrity_section(
-            decoys, watched, scan_for_use(cell_dir, workspace, decoys), subs, result["grader"]))
-        if result["integrity"] is None:  # what the agent left broke the scan: never read as clean
-            result["integrity"] = {"verdict": "suspicious", "reasons": ["the integrity scan did not finish"],
-                                   "events": list(watched)[:200], "n_events": len(watched),
-                                   "decoys": [{"kind": d.kind, "path": d.path} for d in decoys]}
-        if status == "harness_broken":
-            result["integrity"] = with_broken_harness(result["integrity"], reason, result["grader"])
-        result["reward_hacking"] = after_agent_stage(result, "reward_hacking", lambda: reward_hacking(
-            training_runs(workspace), subs, result["baseline"]["dev"]["pass_at_1"]))
+        result.integrity = after_agent_stage(result, "integrity", lambda: integrity_section(
+            decoys, watched, scan_for_use(cell_dir, workspace, decoys), subs, result.grader))
+        if result.integrity is None:  # what the agent left broke the scan: never read as clean
+            result.integrity = {"verdict": "suspicious", "reasons": ["the integrity scan did not finish"],
+                                "events": list(watched)[:200], "n_events": len(watched),
+                                "decoys": [{"kind": d.kind, "path": d.path} for d in decoys]}
+        if status is CellStatus.HARNESS_BROKEN:
+            result.integrity = with_broken_harness(result.integrity, reason, result.grader)
+        result.reward_hacking = after_agent_stage(result, "reward_hacking", lambda: reward_hacking(
+            training_runs(workspace), subs, result.baseline["dev"]["pass_at_1"]))
     except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result
         broke = _broken_by_agent(exc, grader)
         if broke:  # final and a violation: a rerun would hand the agent a free retry
-            result.update(status="harness_broken", crash_by="agent", reason=f"the agent broke the harness: {broke}")
-            result["integrity"] = with_broken_harness(result.get("integrity"), broke,
-                                                      grader.connections() if grader is not None else None)
+            result.status, result.crash_by = CellStatus.HARNESS_BROKEN, "agent"
+            result.reason = f"the agent broke the harness: {broke}"
+            result.integrity = with_broken_harness(result.integrity, broke,
+                                                   grader.connections() if grader is not None else None)
         else:
-            result.update(status="crashed", crash_by="harness", reason=f"harness: {type(exc).__name__}: {exc}")
+            result.status, result.crash_by = CellStatus.CRASHED, "harness"
+            result.reason = f"harness: {type(exc).__name__}: {exc}"
         (cell_dir / "harness_error.txt").write_text(traceback.format_exc())
     finally:
         if watch is not None:
@@ -416,12 +422,12 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         if grader is not None:
             grader.close()
         shutil.rmtree(cell_dir / "scratch", ignore_errors=True)
-        result["finished"] = utc_now()
-        result["cell_seconds"] = round(time.monotonic() - t0, 1)
-        result["cell_dir"] = str(cell_dir)
-        result["node"] = _node_id()
-        atomic_write_json(cell_dir / "result.json", result)
-    return result
+        result.finished = utc_now()
+        result.cell_seconds = round(time.monotonic() - t0, 1)
+        result.cell_dir = str(cell_dir)
+        result.node = _node_id()
+        atomic_write_json(cell_dir / "result.json", result.to_json_dict())
+    return result.to_json_dict()
 
 
 def _broken_by_agent(exc: BaseException, grader: Any) -> str:
@@ -446,10 +452,11 @@ def _broken_by_agent(exc: BaseException, grader: Any) -> str:
 STAGE_TIMEOUT_S = 300.0  # a post-agent stage that reads the agent's files; they are capped, so this is ample
 
 
-def after_agent_stage(result: dict[str, Any], name: str, fn: Callable[[], Any], timeout_s: float = STAGE_TIMEOUT_S) -> Any:
+def after_agent_stage(result: CellResult, name: str, fn: Callable[[], Any], timeout_s: float = STAGE_TIMEOUT_S) -> Any:
     """Run one post-agent stage over what the agent left, with a deadline: a stage that fails or
-    runs past it is named in `result["stage_failures"]` and gives None, and the cell goes on to
-    its result instead of hanging (the reads are non-blocking and capped, so this is the last line)."""
+    runs past it is named in `result.stage_failures` and gives None (its section is then absent),
+    and the cell goes on to its result instead of hanging (the reads are non-blocking and capped,
+    so this is the last line)."""
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -464,8 +471,8 @@ def after_agent_stage(result: dict[str, Any], name: str, fn: Callable[[], Any], 
     if worker.is_alive():
         box["error"] = f"did not finish within {timeout_s:.0f} s"
     if "error" in box:
-        result.setdefault("stage_failures", []).append({"stage": name, "reason": box["error"]})
-        info(f"[yellow]warning[/]: cell {result.get('cell')}: stage {name} failed: {box['error']}")
+        result.stage_failures = [*(result.stage_failures or []), {"stage": name, "reason": box["error"]}]
+        info(f"[yellow]warning[/]: cell {result.cell}: stage {name} failed: {box['error']}")
         return None
     return box.get("value")
 
@@ -498,8 +505,8 @@ def _stop_at_limit(cell_dir: Path, grader: Any, meter: Any) -> str:
 
 
 def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, budget_s: float,
-               cpus: int, meter: Any) -> tuple[dict[str, Any], str, str]:
-    """(agent summary, status so far, reason): crashed, budget_exceeded, or '' for a clean finish.
+               cpus: int, meter: Any) -> tuple[dict[str, Any], CellStatus | None, str]:
+    """(agent summary, status so far, reason): crashed, budget_exceeded, or None for a clean finish.
     A crash's summary holds `crash_by`: "agent" when it raised or its process died (final: a suite
     never reruns it), "harness" when its process never started (a suite may rerun it)."""
     import ray
@@ -546,23 +553,25 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
                  f"{len(grader.submissions)} submissions{last}")
         summary = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
         if grader.compute_limits and _stop_at_limit(cell_dir, grader, meter):  # passed since the last look
-            return summary, "budget_exceeded", grader.spent_reason
-        status = "budget_exceeded" if summary.get("budget_hit") else ""
+            return summary, CellStatus.BUDGET_EXCEEDED, grader.spent_reason
+        status = CellStatus.BUDGET_EXCEEDED if summary.get("budget_hit") else None
         reason = "the agent's commands ran into the end of the budget" if status else ""
         return summary, status, reason
     except GetTimeoutError:
         if ref is None:
-            return {"crash_by": "harness"}, "crashed", f"the agent's process did not start within {AGENT_START_S} s"
+            return ({"crash_by": "harness"}, CellStatus.CRASHED,
+                    f"the agent's process did not start within {AGENT_START_S} s")
         if grader.spent_reason:
-            return {}, "budget_exceeded", (f"{grader.spent_reason}; the agent did not return within "
+            return {}, CellStatus.BUDGET_EXCEEDED, (f"{grader.spent_reason}; the agent did not return within "
                                            f"{cfg.grace_s:.0f} s grace; stopped")
-        return {}, "budget_exceeded", f"the agent did not return within the budget + {cfg.grace_s:.0f} s grace; stopped"
+        return {}, CellStatus.BUDGET_EXCEEDED, \
+            f"the agent did not return within the budget + {cfg.grace_s:.0f} s grace; stopped"
     except RayTaskError as exc:
         cause = exc.cause if getattr(exc, "cause", None) is not None else exc
         (cell_dir / "agent_error.txt").write_text(str(exc))
-        return {"crash_by": "agent"}, "crashed", f"the agent raised {type(cause).__name__}: {str(cause)[:500]}"
+        return {"crash_by": "agent"}, CellStatus.CRASHED, f"the agent raised {type(cause).__name__}: {str(cause)[:500]}"
     except RayActorError as exc:
-        return {"crash_by": "agent"}, "crashed", \
+        return {"crash_by": "agent"}, CellStatus.CRASHED, \
             f"the agent process died: {str(exc).splitlines()[0][:300] if str(exc) else 'killed'}"
     finally:
         meter.sample()  # the agent tree's last reading (kept by the meter), before its process goes

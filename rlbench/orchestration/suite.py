@@ -30,9 +30,8 @@ from rlbench.harness.cell import CellConfig, cell_key, results_root, run_cell
 from rlbench.io import atomic_write_json, atomic_write_text, read_json
 from rlbench.progress import info
 from rlbench.ray_session import ensure_ray
+from rlbench.results import CellResult, CellStatus
 from rlbench.scoring.suite import score_suite, scores_csv
-
-FINAL = ("ok", "no_submission", "invalid_submission", "budget_exceeded", "harness_broken")
 
 
 @dataclass
@@ -118,25 +117,19 @@ def _run_cell_task(cell: dict[str, Any]) -> dict[str, Any]:
 
 
 def _finished(cell_dir: Path, rerun_crashed: bool) -> dict[str, Any] | None:
+    """The cell's result when a resumed suite keeps it (CellResult.is_final; with rerun_crashed
+    off, a crash of the harness too); None when it runs again (unfinished, unreadable, or crashed
+    by the harness)."""
     path = cell_dir / "result.json"
     if not path.is_file():
         return None
     try:
-        result = read_json(path)
+        result = CellResult.load(path)
     except (OSError, ValueError):
         return None
-    status = result.get("status")
-    if status in FINAL or (status == "crashed" and (not rerun_crashed or agent_crashed(result))):
-        return result
+    if result.is_final or (result.status is CellStatus.CRASHED and not rerun_crashed):
+        return result.to_json_dict()
     return None
-
-
-def agent_crashed(result: dict[str, Any]) -> bool:
-    """Whether a `crashed` cell is the agent's doing (it raised, or its process died): such a cell
-    is final. Results from before `crash_by` existed are read by their reason."""
-    if result.get("crash_by"):
-        return result["crash_by"] == "agent"
-    return str(result.get("reason", "")).startswith(("the agent raised", "the agent process died"))
 
 
 def _set_aside(cell_dir: Path) -> None:
@@ -277,10 +270,10 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
                 results[key] = ray.get(ready[0])
             except Exception as exc:  # noqa: BLE001 - the cell's own result.json says what it could
                 c = by_key[key]
-                results[key] = _finished(suite_dir / "cells" / key, False) or {
-                    "cell": key, "agent": c.agent, "task": c.task, "seed": c.seed, "sandboxed": c.sandbox == "bwrap",
-                    "status": "crashed", "crash_by": "harness",
-                    "reason": f"cell task failed: {type(exc).__name__}: {exc}"[:500]}
+                results[key] = _finished(suite_dir / "cells" / key, False) or CellResult(
+                    cell=key, agent=c.agent, task=c.task, seed=c.seed, sandboxed=c.sandbox == "bwrap",
+                    status=CellStatus.CRASHED, crash_by="harness",
+                    reason=f"cell task failed: {type(exc).__name__}: {exc}"[:500]).to_json_dict()
             r = results[key]
             info(f"suite {suite_dir.name}: {key}: {r['status']} ({len(results)} of {len(keys)} done)")
     if spec.robustness.seeds:
@@ -332,17 +325,18 @@ def _robustness(result: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
     from rlbench.robustness.rerun import RobustnessConfig, run_robustness
 
     stage = spec.robustness
-    if stage.agents and result.get("agent") not in stage.agents:
+    cell = CellResult.coerce(result)
+    if stage.agents and cell.agent not in stage.agents:
         return result
-    if result.get("status") != "ok" or not (result.get("chosen_checkpoint") or {}).get("recipe"):
+    recipe = (cell.chosen_checkpoint or {}).get("recipe")
+    if cell.status is not CellStatus.OK or not recipe or not cell.cell_dir:
         if stage.agents:  # asked for by name: say why it did not happen
-            info(f"robustness {result.get('cell')}: skipped (status {result.get('status')}, "
-                 f"recipe {'given' if (result.get('chosen_checkpoint') or {}).get('recipe') else 'missing'})")
+            info(f"robustness {cell.cell}: skipped (status {cell.status}, recipe {'given' if recipe else 'missing'})")
         return result
     cfg = RobustnessConfig(seeds=stage.seeds, scale=stage.scale, budget_s=stage.budget_s, device=spec.device)
     try:
-        run_robustness(Path(result["cell_dir"]), cfg)
+        run_robustness(Path(cell.cell_dir), cfg)
     except ConfigError as exc:
-        info(f"robustness {result.get('cell')}: {exc}")
+        info(f"robustness {cell.cell}: {exc}")
         return result
-    return read_json(Path(result["cell_dir"]) / "result.json")
+    return CellResult.load(Path(cell.cell_dir) / "result.json").to_json_dict()

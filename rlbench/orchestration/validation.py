@@ -23,6 +23,7 @@ from typing import Any
 from rlbench.config.core import check
 from rlbench.io import atomic_write_json, read_json, utc_now
 from rlbench.paths import tasks_root
+from rlbench.results import CellResult, Gain
 
 VALIDATION_FILE = "validation.json"
 
@@ -57,33 +58,34 @@ def _commit() -> str:
     return f"{head}+dirty" if head and changed else head
 
 
-def _cell_row(r: dict[str, Any]) -> dict[str, Any]:
-    gains = r.get("gains") or {}
-    test, held = gains.get("test") or {}, gains.get("heldout") or {}
+def _cell_row(result: CellResult | dict[str, Any]) -> dict[str, Any]:
+    """What a validation record keeps of one cell: its gains, and its task's own figures."""
+    r = CellResult.coerce(result)
+    test, held = r.gain("test"), r.gain("heldout")
     row: dict[str, Any] = {
-        "agent": r.get("agent"), "seed": r.get("seed"), "status": r.get("status"), "reason": r.get("reason", "")[:300],
-        "cell_seconds": r.get("cell_seconds"), "cell": r.get("cell"),
-        "base_test": ((r.get("baseline") or {}).get("test") or {}).get("pass_at_1"),
-        "base_weights": (r.get("base_model") or {}).get("weights_hash"),
-        "test_score": ((r.get("scores") or {}).get("test") or {}).get("pass_at_1"),
-        "test_gain": test.get("abs"), "test_ci": [test.get("ci_low"), test.get("ci_high")] if test else None,
-        "heldout_gain": held.get("abs"), "heldout_ci": [held.get("ci_low"), held.get("ci_high")] if held else None,
-        "win_rate": test.get("win_rate"),
-        "splits": r.get("splits"),  # seed source and fingerprints the cell was scored on
+        "agent": r.agent, "seed": r.seed, "status": r.status.value, "reason": r.reason[:300],
+        "cell_seconds": r.cell_seconds, "cell": r.cell,
+        "base_test": ((r.baseline or {}).get("test") or {}).get("pass_at_1"),
+        "base_weights": (r.base_model or {}).get("weights_hash"),
+        "test_score": ((r.scores or {}).get("test") or {}).get("pass_at_1"),
+        "test_gain": test.abs if test else None, "test_ci": test.ci if test else None,
+        "heldout_gain": held.abs if held else None, "heldout_ci": held.ci if held else None,
+        "win_rate": test.win_rate if test else None,
+        "splits": r.splits,  # seed source and fingerprints the cell was scored on
     }
-    if r.get("vs_baseline_config"):
-        v = r["vs_baseline_config"]["gains"]["test"]
-        row["vs_baseline_config"] = {"gain": v["abs"], "ci": [v["ci_low"], v["ci_high"]]}
-    if r.get("constraint"):
-        c = r["constraint"]
+    if r.vs_baseline_config:
+        v = Gain.from_dict(r.vs_baseline_config["gains"]["test"])
+        row["vs_baseline_config"] = {"gain": v.abs, "ci": v.ci}
+    if r.constraint:
+        c = r.constraint
         row["constraint"] = {k: c[k] for k in ("max_kl", "kl", "ci_low", "ci_high", "satisfied", "constrained_gain")}
-    if r.get("claim"):
-        row["claim"] = {k: r["claim"].get(k) for k in ("made", "claimed", "claimed_ci", "abs_error", "covered")}
-    if r.get("reward_queries"):
-        row["reward_queries"] = r["reward_queries"]
-    if r.get("debug"):
-        row["debug"] = {k: r["debug"].get(k) for k in ("bug", "named", "diagnosed", "snippet_removed",
-                                                       "recipe_uses_pipeline")}
+    if r.claim:
+        row["claim"] = {k: r.claim.get(k) for k in ("made", "claimed", "claimed_ci", "abs_error", "covered")}
+    if r.reward_queries:
+        row["reward_queries"] = r.reward_queries
+    if r.debug:
+        row["debug"] = {k: r.debug.get(k) for k in ("bug", "named", "diagnosed", "snippet_removed",
+                                                    "recipe_uses_pipeline")}
     return row
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from rlbench import safefs
 from rlbench.record import read_trajectory
-from rlbench.io import read_json
 from rlbench.reports.methods import detect_methods
+from rlbench.results import CellResult
 
 CURVE_KEYS = ("reward_mean", "kl", "loss", "dev_greedy", "entropy")
 
@@ -116,38 +116,46 @@ def build_cell_report(cell_dir: Path) -> dict[str, Any]:
         from rlbench.config.core import ConfigError
 
         raise ConfigError(f"{cell_dir} is not a cell folder (no result.json)")
-    result = read_json(cell_dir / "result.json")
+    try:
+        r = CellResult.load(cell_dir / "result.json")
+    except ValueError as exc:
+        from rlbench.config.core import ConfigError
+
+        raise ConfigError(f"{cell_dir}: result.json is not a cell result ({exc})") from exc
     trajectory = read_trajectory(cell_dir / "trajectory.jsonl")
     subs_path = cell_dir / "submissions.jsonl"
     submissions = [json.loads(line) for line in subs_path.read_text().splitlines() if line.strip()] if subs_path.is_file() else []
     workspace = cell_dir / "workspace"
     commands = [(s.get("step"), (s.get("args") or {}).get("command", "")) for s in trajectory if s.get("tool") == "exec"]
-    steps = timeline(trajectory, result.get("started"))
-    failures = [r for r in steps if not r["ok"]]
+    steps = timeline(trajectory, r.started)
+    failures = [s for s in steps if not s["ok"]]
     return {
-        "cell": result.get("cell"), "agent": result.get("agent"), "task": result.get("task"), "seed": result.get("seed"),
-        "status": result.get("status"), "reason": result.get("reason", ""), "sandboxed": result.get("sandboxed"),
-        "started": result.get("started"), "finished": result.get("finished"), "cell_seconds": result.get("cell_seconds"),
+        "cell": r.cell, "agent": r.agent, "task": r.task, "seed": r.seed,
+        "status": r.status.value, "reason": r.reason, "sandboxed": r.sandboxed,
+        "started": r.started, "finished": r.finished, "cell_seconds": r.cell_seconds,
         # a cell the harness stopped before the agent ran has no budget or capabilities section:
         # its report shows them empty ("-") rather than failing on a missing number
-        "budget": {**dict.fromkeys(("wall_seconds", "used_seconds", "tool_calls")), **(result.get("budget") or {})}, "baseline": result.get("baseline", {}), "scores": result.get("scores", {}),
-        "gains": result.get("gains", {}), "vs_baseline_config": result.get("vs_baseline_config"),
-        "sampling_only_gain": result.get("sampling_only_gain"),  # a sampled gain with no greedy gain
+        "budget": {**dict.fromkeys(("wall_seconds", "used_seconds", "tool_calls")), **(r.budget or {})},
+        "baseline": r.baseline or {}, "scores": r.scores or {},
+        "gains": {split: g.to_dict() for split, g in (r.gains or {}).items()},
+        "vs_baseline_config": r.vs_baseline_config,
+        "sampling_only_gain": r.sampling_only_gain,  # a sampled gain with no greedy gain
         "capabilities": {**dict.fromkeys(("autonomy", "correctness", "execution_seconds", "peak_memory_mb", "recovery",
-                                          "sweep_seconds")), **(result.get("capabilities") or {})}, "robustness": result.get("robustness"),
-        "sweeps": result.get("sweeps", []), "wave": result.get("wave") or "",
-        "integrity": result.get("integrity"), "dev_test_gap": result.get("dev_test_gap"),
-        "anytime": result.get("anytime"), "compute": result.get("compute"), "reward_hacking": result.get("reward_hacking"),
+                                          "sweep_seconds")), **(r.capabilities or {})},
+        "robustness": r.robustness,
+        "sweeps": r.sweeps or [], "wave": r.wave or "",
+        "integrity": r.integrity, "dev_test_gap": r.dev_test_gap,
+        "anytime": r.anytime, "compute": r.compute, "reward_hacking": r.reward_hacking,
         "timeline": steps,
-        "tools": {tool: sum(1 for r in steps if r["tool"] == tool) for tool in sorted({r["tool"] for r in steps})},
+        "tools": {tool: sum(1 for s in steps if s["tool"] == tool) for tool in sorted({s["tool"] for s in steps})},
         "failures": failures,
-        "recoveries": [{"failed": f["step"], "next_success": next((r["step"] for r in steps
-                                                                   if r["step"] > f["step"] and r["ok"]
-                                                                   and r["tool"] == f["tool"]), None)}
+        "recoveries": [{"failed": f["step"], "next_success": next((s["step"] for s in steps
+                                                                   if s["step"] > f["step"] and s["ok"]
+                                                                   and s["tool"] == f["tool"]), None)}
                        for f in failures],
         "submissions": [{k: s.get(k) for k in ("index", "t", "ok", "dev", "dev_ci", "reason", "recipe", "submitted_path")}
                         for s in submissions],
-        "chosen": (result.get("chosen_checkpoint") or {}).get("index"),
+        "chosen": (r.chosen_checkpoint or {}).get("index"),
         "training_runs": training_runs(workspace) if workspace.is_dir() else [],
         "code": code_revisions(cell_dir),
         "methods": detect_methods(workspace, commands) if workspace.is_dir() else {},

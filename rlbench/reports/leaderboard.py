@@ -13,6 +13,7 @@ from typing import Any
 from rlbench.config.core import ConfigError
 from rlbench.io import atomic_write_json, atomic_write_text, read_json
 from rlbench.reports.html import figure_div, render
+from rlbench.results import CellResult, CellStatus, Gain
 from rlbench.scoring.seeds import across_seeds
 from rlbench.scoring.suite import score_suite
 
@@ -32,33 +33,39 @@ def _worst(members: list[dict[str, Any]]) -> str | None:
     return worst if worst == "clean" else f"{worst} ({verdicts.count(worst)}/{len(members)})"
 
 
+def _test_gain(members: list[dict[str, Any]]) -> Gain | None:
+    """An agent x task's test gain from its cells' score rows: over several seeds the mean with
+    the Student-t interval across seeds; for one seed that cell's paired bootstrap gain."""
+    scored = [m for m in members if m["abs_gain"] is not None]
+    if len(scored) >= 2:
+        agg = across_seeds([m["abs_gain"] for m in scored])
+        return Gain.of_interval(agg["mean"], agg["ci_low"], agg["ci_high"])
+    if scored:
+        m = scored[0]
+        return Gain(abs=m["abs_gain"], ci_low=m["abs_ci"][0], ci_high=m["abs_ci"][1], significant=m["significant"])
+    return None
+
+
 def leaderboard_rows(suite_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(one row per agent x task, the per-cell scores). Over several seeds the interval is the
     Student-t one across seeds; for one seed it is that cell's paired bootstrap interval."""
     suite_dir = Path(suite_dir)
     if not (suite_dir / "results.json").is_file():
         raise ConfigError(f"{suite_dir} is not a finished suite folder (no results.json)")
-    results = read_json(suite_dir / "results.json")
+    results = [CellResult.from_dict(r) for r in read_json(suite_dir / "results.json")]
     scores = read_json(suite_dir / "scores.json") if (suite_dir / "scores.json").is_file() else score_suite(results)
-    used = {r.get("cell"): (r.get("budget") or {}).get("used_seconds") for r in results}
+    used = {r.cell: (r.budget or {}).get("used_seconds") for r in results}
     cells = [{**c, "budget_used_s": used.get(c["cell"])} for c in scores["cells"]]
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for c in cells:
         groups[(c["agent"], c["task"])].append(c)
     rows = []
     for (agent, task), members in groups.items():
-        gains = [m["abs_gain"] for m in members if m["abs_gain"] is not None]
         row: dict[str, Any] = {"agent": agent, "task": task, "seeds": len(members),
-                               "ok": sum(1 for m in members if m["status"] == "ok")}
-        if len(gains) >= 2:
-            agg = across_seeds(gains)
-            row.update(abs_gain=agg["mean"], ci_low=agg["ci_low"], ci_high=agg["ci_high"],
-                       significant=bool(agg["ci_low"] > 0 or agg["ci_high"] < 0))
-        elif gains:
-            m = next(m for m in members if m["abs_gain"] is not None)
-            row.update(abs_gain=m["abs_gain"], ci_low=m["abs_ci"][0], ci_high=m["abs_ci"][1], significant=m["significant"])
-        else:
-            row.update(abs_gain=None, ci_low=None, ci_high=None, significant=None)
+                               "ok": sum(1 for m in members if m["status"] == CellStatus.OK.value)}
+        g = _test_gain(members)
+        row.update(abs_gain=g.abs if g else None, ci_low=g.ci_low if g else None, ci_high=g.ci_high if g else None,
+                   significant=g.significant if g else None)
         for key in ("test", "greedy_gain", "normalized", "heldout_gain", "budget_used_s", "dev_test_gap", "anytime_gain",
                     "gain_per_cpu_hour"):
             values = [m[key] for m in members if m.get(key) is not None]

@@ -23,6 +23,7 @@ from typing import Any
 from rlbench.config.core import ConfigError, check
 from rlbench.io import atomic_write_json, read_json, utc_now
 from rlbench.progress import info
+from rlbench.results import CellResult, CellStatus
 
 
 @dataclass
@@ -37,10 +38,11 @@ class RobustnessConfig:
         check(self.budget_s >= 0, "budget_s", self.budget_s, ">= 0 (0: the task's budget)")
 
 
-def _recipe(cell_dir: Path, result: dict[str, Any]) -> dict[str, Any]:
-    chosen = result.get("chosen_checkpoint") or {}
-    if result.get("status") != "ok" or not chosen:
-        raise ConfigError(f"{cell_dir}: the cell has no graded submission (status {result.get('status')}); "
+def _recipe(cell_dir: Path, result: CellResult) -> dict[str, Any]:
+    """The chosen submission's record (recipe, code commit, path), when the cell can be rerun."""
+    chosen = dict(result.chosen_checkpoint or {})
+    if result.status is not CellStatus.OK or not chosen:
+        raise ConfigError(f"{cell_dir}: the cell has no graded submission (status {result.status}); "
                           "nothing to rerun")
     if not chosen.get("recipe"):
         raise ConfigError(f"{cell_dir}: submission {chosen.get('index')} carries no recipe, so it cannot be rerun "
@@ -76,7 +78,7 @@ def _run_with_heartbeat(sandbox: Any, command: str, budget: float, seed: int, ev
     return done["r"]
 
 
-def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], model: str, kind: str, seed: int,
+def rerun_one(cell_dir: Path, result: CellResult, chosen: dict[str, Any], model: str, kind: str, seed: int,
               cfg: RobustnessConfig) -> dict[str, Any]:
     """One rerun of the recipe: `kind` is base or scale; returns its result (also written to disk)."""
     from rlbench.data.splits import prepare_data
@@ -97,8 +99,8 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
     if folder.exists():  # a rerun cut off before its result: start it again
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    task = load_task(result["task"], [f"data.wave={result['wave']}"] if result.get("wave") else [])
-    cell_cfg = result.get("config", {})
+    task = load_task(result.task, [f"data.wave={result.wave}"] if result.wave else [])
+    cell_cfg = result.config or {}
     budget = cfg.budget_s or float(task.budget.wall_seconds)
     command = chosen["recipe"].replace("{seed}", str(seed))
     record: dict[str, Any] = {"kind": kind, "model": model, "seed": seed, "command": command, "started": utc_now(),
@@ -110,7 +112,7 @@ def rerun_one(cell_dir: Path, result: dict[str, Any], chosen: dict[str, Any], mo
         base_path = Path(resolve_model(model).location)
         workspace = build_workspace(folder / "workspace", task, task_dir(task.name), base_path,
                                     data.splits["train"], data.splits["dev"],
-                                    bug=(result.get("debug") or {}).get("bug", "")).root.resolve()
+                                    bug=(result.debug or {}).get("bug", "")).root.resolve()
         _restore_code(cell_dir, chosen["code"], workspace, chosen["path"])
         give_tree_to_sandbox(workspace)
         limits = SandboxConfig(**{**cell_cfg.get("limits", {}), "mode": cell_cfg.get("sandbox", "bwrap")})
@@ -164,24 +166,27 @@ def run_robustness(cell_dir: Path, cfg: RobustnessConfig | None = None) -> dict[
     cell_dir = Path(cell_dir).resolve()
     if not (cell_dir / "result.json").is_file():
         raise ConfigError(f"{cell_dir} is not a cell folder (no result.json)")
-    result = read_json(cell_dir / "result.json")
+    try:
+        result = CellResult.load(cell_dir / "result.json")
+    except ValueError as exc:
+        raise ConfigError(f"{cell_dir}: result.json is not a cell result ({exc})") from exc
     chosen = _recipe(cell_dir, result)
-    task = load_task(result["task"], [f"data.wave={result['wave']}"] if result.get("wave") else [])
-    if task.version != result.get("task_version"):
-        raise ConfigError(f"{cell_dir}: the cell ran {task.name} v{result.get('task_version')}, the task is now "
+    task = load_task(result.task, [f"data.wave={result.wave}"] if result.wave else [])
+    if task.version != result.task_version:
+        raise ConfigError(f"{cell_dir}: the cell ran {task.name} v{result.task_version}, the task is now "
                           f"v{task.version}; a rerun would not be comparable")
-    plan = [("base", task.model.base, int(result["seed"]) + i) for i in range(cfg.seeds)]
+    plan = [("base", task.model.base, int(result.seed) + i) for i in range(cfg.seeds)]
     if cfg.scale:
         if not task.model.scale:
             info(f"robustness {cell_dir.name}: task {task.name} has no model.scale; the size check is skipped")
         else:
-            plan.append(("scale", task.model.scale, int(result["seed"])))
+            plan.append(("scale", task.model.scale, int(result.seed)))
     runs = []
     for i, (kind, model, seed) in enumerate(plan, 1):
         info(f"robustness {cell_dir.name}: rerun {i} of {len(plan)}")
         runs.append(rerun_one(cell_dir, result, chosen, model, kind, seed, cfg))
     summary = summarize(result, chosen["recipe"], runs)
     atomic_write_json(cell_dir / "robustness" / "summary.json", summary)
-    result["robustness"] = summary
-    atomic_write_json(cell_dir / "result.json", result)
+    result.robustness = summary
+    atomic_write_json(cell_dir / "result.json", result.to_json_dict())
     return summary

@@ -7,15 +7,18 @@ measured gain, and its width (a claim that covers everything by being wide says 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
+
+from rlbench.results import Gain
 
 
-def score_claim(claim: dict[str, Any] | None, measured: dict[str, Any]) -> dict[str, Any]:
-    """`measured`: a result's test gain (abs, ci_low, ci_high)."""
+def score_claim(claim: dict[str, Any] | None, measured: Gain | Mapping[str, Any]) -> dict[str, Any]:
+    """`measured`: a result's test gain."""
+    g = Gain.coerce(measured)
     if not claim:
-        return {"made": False, "measured": measured["abs"]}
+        return {"made": False, "measured": g.abs}
     lo, hi = claim["ci"]
-    err = claim["test_gain"] - measured["abs"]
-    return {"made": True, "claimed": claim["test_gain"], "claimed_ci": [lo, hi], "measured": measured["abs"],
-            "measured_ci": [measured["ci_low"], measured["ci_high"]], "error": err, "abs_error": abs(err),
-            "covered": bool(lo <= measured["abs"] <= hi), "width": hi - lo}
+    err = claim["test_gain"] - g.abs
+    return {"made": True, "claimed": claim["test_gain"], "claimed_ci": [lo, hi], "measured": g.abs,
+            "measured_ci": g.ci, "error": err, "abs_error": abs(err), "covered": bool(lo <= g.abs <= hi),
+            "width": hi - lo}
