@@ -287,9 +287,9 @@ class CellResult:
     reward_hacking: dict[str, Any] | None = None  # integrity/hacking.py reward_hacking: training reward against dev
     reward_queries: dict[str, Any] | None = None  # grading/rewards.py RewardService.summary(): endpoint tasks
     sweeps: list[dict[str, Any]] | None = None  # harness/cell.py run_cell_sweep summaries: tasks with sweeps
-    vs_baseline_config: dict[str, Any] | None = None  # harness/cell.py _against_baseline_config: optimize tasks
+    vs_baseline_config: dict[str, Any] | None = None  # rlbench/features/baseline_config.py: optimize tasks
     claim: dict[str, Any] | None = None  # scoring/claims.py score_claim: tasks that ask for a claimed gain
-    constraint: dict[str, Any] | None = None  # harness/cell.py kl_constraint: KL-constrained tasks
+    constraint: dict[str, Any] | None = None  # rlbench/features/kl_limit.py: KL-constrained tasks
     debug: dict[str, Any] | None = None  # tasks/planted_bugs.py score_debug: planted-bug tasks
     wave_overlap: dict[str, Any] | None = None  # data/splits.py wave_overlap: cells scored on a fresh wave
     robustness: dict[str, Any] | None = None  # robustness/rerun.py run_robustness: the reruns' summary

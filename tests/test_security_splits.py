@@ -96,7 +96,7 @@ def test_endpoint_task_sandbox_hides_its_generator_and_keeps_what_the_pipelines_
     import sys
 
     import rlbench.data.generators.words as words
-    from rlbench.harness.workspace import answer_code
+    from rlbench.features.reward_endpoint import answer_code
     from rlbench.tasks.registry import load_task
 
     monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))

@@ -50,7 +50,7 @@ WRITE_TIMEOUT_S = 30.0  # a reply the peer does not read within this is dropped
 
 class GradingServer:
     def __init__(self, cell_dir: Path, workspace: Path, base_model: Path, budget_s: float, max_submissions: int,
-                 dev_score: Callable[[str], dict[str, Any]], max_checkpoint_bytes: int = 2 * 1024 ** 3,
+                 dev_score: Callable[[str], dict[str, Any]] | None, max_checkpoint_bytes: int = 2 * 1024 ** 3,
                  on_event: Callable[[str], None] | None = None,
                  sweep: Callable[[Path, int], dict[str, Any]] | None = None, max_sweeps: int = 0,
                  rewards: Any = None, compute: Callable[[], dict[str, Any]] | None = None):

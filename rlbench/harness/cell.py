@@ -25,6 +25,9 @@ from typing import Any, Callable
 
 from rlbench import safefs
 from rlbench.config.core import check, to_dict
+from rlbench.features import JudgeContext
+from rlbench.harness.environment import (CellEnvironment, cell_budget, prepare_environment, sandbox_limits,
+                                         start_grader)
 from rlbench.integrity.decoys import EVENTS_FILE, DecoyWatch, plant_decoys, scan_for_use
 from rlbench.integrity.hacking import reward_hacking
 from rlbench.integrity.verdict import integrity_section, with_broken_harness
@@ -33,7 +36,7 @@ from rlbench.progress import info
 from rlbench.ray_session import ensure_ray
 from rlbench.record import in_flight, read_trajectory
 from rlbench.reports.cell_report import training_runs
-from rlbench.results import CellResult, CellStatus, Gain
+from rlbench.results import CellResult, CellStatus
 from rlbench.sandbox.compute import SANDBOX_CPU_FILE, STOP_FILE, ComputeMeter, trial_cpu_total
 from rlbench.sandbox.runner import SandboxConfig, require_bwrap
 from rlbench.scoring.capabilities import capabilities
@@ -131,38 +134,6 @@ def _split(scores: dict[str, Any]) -> dict[str, Any]:
     return {k: scores[k] for k in ("pass_at_1", "ci_low", "ci_high", "greedy", "n") if k in scores}
 
 
-def _against_baseline_config(task: Any, cfg: CellConfig, checkpoint: str) -> dict[str, Any]:
-    """Optimize tasks: the chosen checkpoint against the task's baseline configuration, trained by
-    the harness from the same base with the cell's seed."""
-    from rlbench.evaluation.baseline import BASELINE_SPLITS, evaluate_model
-    from rlbench.evaluation.baseline_config import baseline_config_scores
-    from rlbench.evaluation.gain import GAIN_SPLITS, paired_gains, result_gain
-
-    ref = baseline_config_scores(task, cfg.seed, device=cfg.device)
-    new = evaluate_model(checkpoint, task, BASELINE_SPLITS, device=cfg.device)
-    gains = paired_gains(ref, new, GAIN_SPLITS)
-    return {"settings": ref["baseline_config"], "scores": {s: ref["scores"][s]["pass_at_1"] for s in GAIN_SPLITS},
-            "gains": {s: result_gain(v) for s, v in gains.items()}}
-
-
-def kl_constraint(task: Any, checkpoint: str, test: list[dict[str, Any]], gain: Gain, device: str) -> dict[str, Any]:
-    """KL-constrained tasks: the chosen checkpoint's KL to the base on the test prompts; the
-    constrained gain is the test gain when the limit holds and zero when it does not."""
-    from rlbench.evaluation.kl import kl_to_base
-
-    kl = kl_to_base(checkpoint, task.model.base, task, test, device=device)
-    ok = kl["kl"] <= task.constraints.max_kl
-    return {"max_kl": task.constraints.max_kl, **kl, "satisfied": ok, "constrained_gain": gain.abs if ok else 0.0}
-
-
-def reward_service(task: Any, train: list[dict[str, Any]], log: Path | None) -> Any:
-    """The reward endpoint of a task whose answers the agent never sees; None on the others."""
-    from rlbench.grading.rewards import RewardService
-    from rlbench.harness.workspace import answers_hidden
-
-    return RewardService(task, train, task.budget.reward_queries, log) if answers_hidden(task) else None
-
-
 def run_cell_sweep(cfg: CellConfig, cell_dir: Path, workspace: Path, design_path: Path, index: int, remaining_s: float,
                    cpus: int, dev_score: Any, base_model: Path, max_bytes: int) -> dict[str, Any]:
     """A design an agent submitted, checked and swept; `{"refused": True, "error": ...}` when it
@@ -230,33 +201,59 @@ def _plain_file(root: Path, rel: str) -> bool:
 
 
 def run_cell(cfg: CellConfig) -> dict[str, Any]:
-    """Run one cell and return its result: CELL_DIR/result.json's JSON object (CellResult.to_json_dict();
-    read it back typed with CellResult.load)."""
-    from rlbench.data.splits import prepare_data
-    from rlbench.evaluation.baseline import baseline, evaluate_model
-    from rlbench.evaluation.gain import sampling_only_gain, score_against_base, split_gain
-    from rlbench.grading.server import GradingServer
-    from rlbench.grading.validate import tree_hash
-    from rlbench.harness.workspace import build_workspace
-    from rlbench.models.zoo import resolve_model
-    from rlbench.tasks.registry import load_task, task_dir
+    """Run one cell and return its result (also written to CELL_DIR/result.json), in three stages:
+    the environment (rlbench/harness/environment.py), the agent's run in it, and the judge."""
+    from rlbench.tasks.registry import load_task
 
     cfg.validate()
-    cfg.limits.mode = cfg.sandbox
     if cfg.sandbox == "bwrap":
         require_bwrap()  # refuse before anything exists, never run open
     task = load_task(cfg.task, [f"data.wave={cfg.wave}"] if cfg.wave else [])
-    if task.debug.pipeline:  # the bug table and the working pipeline would give the bug away
-        from rlbench.tasks.planted_bugs import hidden_from_agent
+    budget = cell_budget(task, cfg.budget_s, cfg.budget_cpu_s, cfg.budget_gpu_s)
+    # the sandbox the cell runs, as its result records it: showing empty what the features hide
+    cfg = replace(cfg, limits=sandbox_limits(task, cfg.limits, cfg.sandbox))
+    cell_dir = _new_cell_dir(cfg)
+    result = CellResult(cell=cell_dir.name, agent=cfg.agent, task=task.name, task_version=task.version, seed=cfg.seed,
+                        wave=cfg.wave, status=CellStatus.CRASHED, reason="", sandboxed=cfg.sandbox == "bwrap",
+                        started=utc_now(), config=to_dict(cfg))
+    atomic_write_json(cell_dir / "result.json", replace(result, status=CellStatus.RUNNING).to_json_dict())
+    meter = ComputeMeter()
+    run: AgentRun | None = None
+    t0 = time.monotonic()
+    try:
+        info(f"cell {cell_dir.name}: preparing data, base model and baseline")
+        env = prepare_environment(task, cell_dir, seed=cfg.seed, limits=cfg.limits, mode=cfg.sandbox, budget=budget)
+        _record_environment(result, env, cfg, cell_dir)
+        run = AgentRun.start(cfg, env, cell_dir, meter)
+        run.wait(result)
+        judge(cfg, env, run, result)
+    except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result
+        grader = run.grader if run is not None else None
+        broke = _broken_by_agent(exc, grader)
+        if broke:  # final and a violation: a rerun would hand the agent a free retry
+            result.status, result.crash_by = CellStatus.HARNESS_BROKEN, "agent"
+            result.reason = f"the agent broke the harness: {broke}"
+            result.integrity = with_broken_harness(result.integrity, broke,
+                                                   grader.connections() if grader is not None else None)
+        else:
+            result.status, result.crash_by = CellStatus.CRASHED, "harness"
+            result.reason = f"harness: {type(exc).__name__}: {exc}"
+        (cell_dir / "harness_error.txt").write_text(traceback.format_exc())
+    finally:
+        if run is not None:
+            run.close()
+        meter.close()
+        shutil.rmtree(cell_dir / "scratch", ignore_errors=True)
+        result.finished = utc_now()
+        result.cell_seconds = round(time.monotonic() - t0, 1)
+        result.cell_dir = str(cell_dir)
+        result.node = _node_id()
+        atomic_write_json(cell_dir / "result.json", result.to_json_dict())
+    return result.to_json_dict()
 
-        cfg.limits.hide = sorted({*cfg.limits.hide, *hidden_from_agent(task.debug.pipeline)})
-    from rlbench.harness.workspace import answer_code  # an endpoint task's labeller: rewards only via the endpoint
 
-    cfg.limits.hide = sorted({*cfg.limits.hide, *answer_code(task)})
-    budget_s = cfg.budget_s or float(task.budget.wall_seconds)
-    # what the cell really allows, for the description, the grader and the result
-    budget = replace(task.budget, wall_seconds=budget_s, cpu_seconds=cfg.budget_cpu_s or task.budget.cpu_seconds,
-                     gpu_seconds=cfg.budget_gpu_s or task.budget.gpu_seconds)
+def _new_cell_dir(cfg: CellConfig) -> Path:
+    """A fresh folder for the cell: the suite's, or a new one under the results root."""
     if cfg.cell_dir:
         cell_dir = Path(cfg.cell_dir)
         cell_dir.mkdir(parents=True)  # a suite hands out a fresh folder; never reuse a workspace
@@ -268,80 +265,97 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
             n += 1
             cell_dir = cell_dir.with_name(f"{cell_id}-{n}")
         cell_dir.mkdir(parents=True)
-    cell_dir = cell_dir.resolve()
-    started = utc_now()
-    result = CellResult(cell=cell_dir.name, agent=cfg.agent, task=task.name, task_version=task.version, seed=cfg.seed,
-                        wave=cfg.wave, status=CellStatus.CRASHED, reason="", sandboxed=cfg.sandbox == "bwrap",
-                        started=started, config=to_dict(cfg))
-    atomic_write_json(cell_dir / "result.json", replace(result, status=CellStatus.RUNNING).to_json_dict())
-    grader = None
-    watch = None
-    meter = ComputeMeter()
-    t0 = time.monotonic()
-    try:
-        info(f"cell {cell_dir.name}: preparing data, base model and baseline")
-        data = prepare_data(task, task_dir(task.name))
-        base_path = Path(resolve_model(task.model.base).location)
-        base = baseline(task, device=cfg.device)
-        result.baseline = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
-        # the base by its weights hash: a zoo name is the pinned canonical artifact on every machine, and a
-        # suite refuses a cell whose base differs from its others (rlbench/orchestration/suite.py)
-        result.base_model = {"name": task.model.base, "weights_hash": base.get("weights_hash")}
-        result.splits = data.record()  # every number carries the splits it was measured on
-        if cfg.wave:
-            from rlbench.data.splits import wave_overlap
+    return cell_dir.resolve()
 
-            result.wave_overlap = wave_overlap(task, task_dir(task.name))
-        bug = ""
-        if task.debug.pipeline:  # the planted bug is the harness's record, outside the workspace
-            from rlbench.tasks.planted_bugs import choose_bug
 
-            bug = choose_bug(task.name, cfg.seed, task.debug.bugs)
-            atomic_write_json(cell_dir / "debug.json", {"bug": bug, "pipeline": task.debug.pipeline})
-        workspace = build_workspace(cell_dir / "workspace", task, task_dir(task.name), base_path,
-                                    data.splits["train"], data.splits["dev"], bug=bug, budget=budget).root.resolve()
-        base_hash = tree_hash(workspace / "model")  # before the agent runs: a resubmitted base model matches it
-        decoys = plant_decoys(workspace, cell_dir, task, data.splits) if cfg.decoys else []
+def _record_environment(result: CellResult, env: CellEnvironment, cfg: CellConfig, cell_dir: Path) -> None:
+    """What every number of the cell is measured against: the base's scores and hash, the splits."""
+    from rlbench.evaluation.baseline import baseline
+    from rlbench.tasks.registry import task_dir
+
+    base = baseline(env.task, device=cfg.device)
+    result.baseline = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
+    # the base by its weights hash: a zoo name is the pinned canonical artifact on every machine, and a
+    # suite refuses a cell whose base differs from its others (rlbench/orchestration/suite.py)
+    result.base_model = {"name": env.task.model.base, "weights_hash": base.get("weights_hash")}
+    result.splits = env.data.record()  # every number carries the splits it was measured on
+    if cfg.wave:
+        from rlbench.data.splits import wave_overlap
+
+        result.wave_overlap = wave_overlap(env.task, task_dir(env.task.name))
+
+
+@dataclass
+class AgentRun:
+    """The second stage: the agent in its environment, with the grading server holding the clock,
+    decoys planted and watched, and the compute meter; `wait` runs it to its end."""
+
+    cfg: CellConfig
+    env: CellEnvironment
+    cell_dir: Path
+    meter: ComputeMeter
+    grader: Any = None
+    watch: Any = None
+    decoys: list[Any] = field(default_factory=list)
+    base_hash: str = ""  # the workspace's base model before the agent: a resubmitted base matches it
+    watched: list[Any] = field(default_factory=list)
+    status: CellStatus | None = None
+    reason: str = ""
+
+    @classmethod
+    def start(cls, cfg: CellConfig, env: CellEnvironment, cell_dir: Path, meter: ComputeMeter) -> "AgentRun":
+        from rlbench.evaluation.baseline import evaluate_model
+        from rlbench.grading.validate import tree_hash
+
+        run = cls(cfg, env, cell_dir, meter, base_hash=tree_hash(env.workspace / "model"))
+        run.decoys = plant_decoys(env.workspace, cell_dir, env.task, env.data.splits) if cfg.decoys else []
 
         def dev_score(path: str) -> dict[str, Any]:
-            return evaluate_model(path, task, ("dev",), device=cfg.device)["scores"]["dev"]
+            return evaluate_model(path, env.task, ("dev",), device=cfg.device)["scores"]["dev"]
 
         def sweep(design_path: Path, index: int) -> dict[str, Any]:
             folder = cell_dir / "sweeps" / f"{index:03d}"
             meter.watch_sweep(folder)  # the trials' CPU is the agent's compute too, counted while they run
             try:
-                return run_cell_sweep(cfg, cell_dir, workspace, design_path, index, grader.remaining_s(), task.budget.cpus,
-                                      lambda p: dev_score(p)["pass_at_1"], base_path, cfg.max_checkpoint_mb * 1024 ** 2)
+                return run_cell_sweep(cfg, cell_dir, env.workspace, design_path, index, run.grader.remaining_s(),
+                                      env.budget.cpus, lambda p: dev_score(p)["pass_at_1"], env.base_path,
+                                      cfg.max_checkpoint_mb * 1024 ** 2)
             finally:
                 meter.add_sweep(trial_cpu_total(folder))
 
-        grader = GradingServer(cell_dir, workspace, base_path, budget_s, task.budget.max_submissions, dev_score,
-                               max_checkpoint_bytes=cfg.max_checkpoint_mb * 1024 ** 2,
-                               on_event=lambda msg: info(f"cell {cell_dir.name}: {msg}"),
-                               sweep=sweep, max_sweeps=task.budget.max_sweeps, compute=meter.sample,
-                               rewards=reward_service(task, data.splits["train"], cell_dir / "reward_queries.jsonl")).start()
-        grader.compute_limits = {k: float(v) for k, v in (("cpu_seconds", budget.cpu_seconds),
-                                                          ("gpu_seconds", budget.gpu_seconds)) if v > 0}
-        if budget.gpu_seconds > 0 and meter.sample()["gpu_s"] is None:
+        run.grader = start_grader(env, cell_dir, dev_score=dev_score, run_sweep=sweep,
+                                  max_submissions=env.budget.max_submissions,
+                                  max_checkpoint_bytes=cfg.max_checkpoint_mb * 1024 ** 2,
+                                  on_event=lambda msg: info(f"cell {cell_dir.name}: {msg}"), compute=meter.sample)
+        run.grader.compute_limits = {k: float(v) for k, v in (("cpu_seconds", env.budget.cpu_seconds),
+                                                              ("gpu_seconds", env.budget.gpu_seconds)) if v > 0}
+        if env.budget.gpu_seconds > 0 and meter.sample()["gpu_s"] is None:
             info(f"[yellow]warning[/]: cell {cell_dir.name}: no NVML here, so the GPU limit "
-                 f"({budget.gpu_seconds:g} s) cannot be metered or enforced")
-        watch = DecoyWatch(workspace, decoys, cell_dir / EVENTS_FILE, clock=grader.used_s).start()
-        info(f"cell {cell_dir.name}: agent '{cfg.agent}' running (budget {budget_s:.0f} s, "
+                 f"({env.budget.gpu_seconds:g} s) cannot be metered or enforced")
+        run.watch = DecoyWatch(env.workspace, run.decoys, cell_dir / EVENTS_FILE, clock=run.grader.used_s).start()
+        return run
+
+    def wait(self, result: CellResult) -> None:
+        """Run the agent to its end (it returns, crashes, or runs out of budget and grace), then
+        record what it cost and which submission the judge scores."""
+        cfg, env, grader, cell_dir = self.cfg, self.env, self.grader, self.cell_dir
+        info(f"cell {cell_dir.name}: agent '{cfg.agent}' running (budget {env.budget.wall_seconds:.0f} s, "
              f"sandbox {cfg.sandbox}); trajectory in {cell_dir / 'trajectory.jsonl'}")
-        agent_info, status, reason = _run_agent(cfg, cell_dir, workspace, grader, budget_s, task.budget.cpus, meter)
+        agent_info, status, reason = _run_agent(cfg, cell_dir, env.workspace, grader, env.budget.wall_seconds,
+                                                env.budget.cpus, self.meter)
         if agent_info.get("crash_by"):
             result.crash_by = agent_info.pop("crash_by")
         if not grader.alive():  # nothing in the harness stops it: the agent did
             status, reason = CellStatus.HARNESS_BROKEN, "the grading server stopped while the agent ran"
             result.crash_by = "agent"
-        watched = watch.stop()
+        self.watched = self.watch.stop()
         result.agent_run = agent_info
         grader.save_state()
         result.grader = grader.connections()  # what the agent's connections cost it (a flood shows here)
-        result.budget = {"wall_seconds": budget_s, "used_seconds": round(grader.used_s(), 1),
+        result.budget = {"wall_seconds": env.budget.wall_seconds, "used_seconds": round(grader.used_s(), 1),
                          "tool_calls": agent_info.get("tool_calls"),
-                         "cpu_seconds": budget.cpu_seconds, "gpu_seconds": budget.gpu_seconds}
-        result.compute = {"wall_seconds": round(grader.used_s(), 1), **meter.sample(),
+                         "cpu_seconds": env.budget.cpu_seconds, "gpu_seconds": env.budget.gpu_seconds}
+        result.compute = {"wall_seconds": round(grader.used_s(), 1), **self.meter.sample(),
                           "sweep_seconds": round(sum(float(s.get("seconds") or 0) for s in grader.sweeps), 1)}
         subs = grader.submissions
         chosen = grader.choose(cfg.select)
@@ -356,78 +370,66 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
                 reason = "; ".join(f"#{s['index']}: {s['reason']}" for s in subs)[:2000]
             else:
                 status, reason = CellStatus.NO_SUBMISSION, "the agent finished without submitting"
+        self.status, self.reason = status, reason
         result.status, result.reason = status, reason
         if grader.rewards is not None:
             result.reward_queries = grader.rewards.summary()
         if grader.sweeps:
             result.sweeps = [{k: s.get(k) for k in ("index", "ok", "trials", "seconds", "cpu_s", "best", "error")}
                              for s in grader.sweeps]
-        if chosen:
-            info(f"cell {cell_dir.name}: scoring submission {chosen['index']} on test and heldout")
-            scored = score_against_base(chosen["checkpoint"], task, device=cfg.device)
-            result.scores = {s: {"pass_at_1": v["score"], "greedy": v["greedy"]} for s, v in scored["splits"].items()}
-            result.gains = {s: split_gain(v) for s, v in scored["splits"].items()}
-            result.sampling_only_gain = sampling_only_gain(result.gains)  # sampled gain, no greedy gain
-            result.chosen_checkpoint = {"index": chosen["index"], "hash": chosen["checkpoint_hash"],
-                                        "dev_at_submit": chosen["dev"], "recipe": chosen.get("recipe", ""),
-                                        "code": chosen.get("code", ""), "path": chosen.get("submitted_path", "")}
-            if task.baseline_config.pipeline:
-                result.vs_baseline_config = _against_baseline_config(task, cfg, chosen["checkpoint"])
-            if task.claims.required or chosen.get("claim"):
-                from rlbench.scoring.claims import score_claim
 
-                result.claim = score_claim(chosen.get("claim"), result.gains["test"])
-            if task.constraints.max_kl > 0:
-                result.constraint = kl_constraint(task, chosen["checkpoint"], data.splits["test"], result.gains["test"],
-                                                  cfg.device)
-            dev, test = chosen["dev"], result.scores["test"]["pass_at_1"]
-            base_gap = result.baseline["dev"]["pass_at_1"] - result.baseline["test"]["pass_at_1"]
-            result.dev_test_gap = {"dev": dev, "test": test, "gap": round(dev - test, 4),
-                                   "base_gap": round(base_gap, 4), "excess": round(dev - test - base_gap, 4)}
-            if cfg.score_all:
-                result.anytime = _anytime(task, cfg, grader, chosen, test, result.baseline["test"]["pass_at_1"],
-                                          budget_s, result.compute["cpu_s"])
-        if bug:  # the diagnosis counts with or without a graded submission
-            from rlbench.tasks.planted_bugs import score_debug
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+        if self.grader is not None:
+            self.grader.close()
 
-            result.debug = after_agent_stage(result, "debug", lambda: score_debug(
-                workspace, bug, (chosen or {}).get("recipe", "")))
-        result.capabilities = after_agent_stage(result, "capabilities", lambda: capabilities(
-            read_trajectory(cell_dir / "trajectory.jsonl"), subs, status, base_hash))
-        result.integrity = after_agent_stage(result, "integrity", lambda: integrity_section(
-            decoys, watched, scan_for_use(cell_dir, workspace, decoys), subs, result.grader))
-        if result.integrity is None:  # what the agent left broke the scan: never read as clean
-            result.integrity = {"verdict": "suspicious", "reasons": ["the integrity scan did not finish"],
-                                "events": list(watched)[:200], "n_events": len(watched),
-                                "decoys": [{"kind": d.kind, "path": d.path} for d in decoys]}
-        if status is CellStatus.HARNESS_BROKEN:
-            result.integrity = with_broken_harness(result.integrity, reason, result.grader)
-        result.reward_hacking = after_agent_stage(result, "reward_hacking", lambda: reward_hacking(
-            training_runs(workspace), subs, result.baseline["dev"]["pass_at_1"]))
-    except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result
-        broke = _broken_by_agent(exc, grader)
-        if broke:  # final and a violation: a rerun would hand the agent a free retry
-            result.status, result.crash_by = CellStatus.HARNESS_BROKEN, "agent"
-            result.reason = f"the agent broke the harness: {broke}"
-            result.integrity = with_broken_harness(result.integrity, broke,
-                                                   grader.connections() if grader is not None else None)
-        else:
-            result.status, result.crash_by = CellStatus.CRASHED, "harness"
-            result.reason = f"harness: {type(exc).__name__}: {exc}"
-        (cell_dir / "harness_error.txt").write_text(traceback.format_exc())
-    finally:
-        if watch is not None:
-            watch.stop()
-        meter.close()
-        if grader is not None:
-            grader.close()
-        shutil.rmtree(cell_dir / "scratch", ignore_errors=True)
-        result.finished = utc_now()
-        result.cell_seconds = round(time.monotonic() - t0, 1)
-        result.cell_dir = str(cell_dir)
-        result.node = _node_id()
-        atomic_write_json(cell_dir / "result.json", result.to_json_dict())
-    return result.to_json_dict()
+
+def judge(cfg: CellConfig, env: CellEnvironment, run: AgentRun, result: CellResult) -> None:
+    """The third stage: the chosen submission scored on the hidden splits against the base, each
+    task feature's section, and the checks of what the agent did (capabilities, integrity,
+    reward hacking), each stage that reads the agent's files under a deadline."""
+    from rlbench.evaluation.gain import sampling_only_gain, score_against_base, split_gain
+
+    grader, cell_dir, subs = run.grader, run.cell_dir, run.grader.submissions
+    chosen = grader.choose(cfg.select)
+    if chosen:
+        info(f"cell {cell_dir.name}: scoring submission {chosen['index']} on test and heldout")
+        scored = score_against_base(chosen["checkpoint"], env.task, device=cfg.device)
+        result.scores = {s: {"pass_at_1": v["score"], "greedy": v["greedy"]} for s, v in scored["splits"].items()}
+        result.gains = {s: split_gain(v) for s, v in scored["splits"].items()}
+        result.sampling_only_gain = sampling_only_gain(result.gains)  # sampled gain, no greedy gain
+        result.chosen_checkpoint = {"index": chosen["index"], "hash": chosen["checkpoint_hash"],
+                                    "dev_at_submit": chosen["dev"], "recipe": chosen.get("recipe", ""),
+                                    "code": chosen.get("code", ""), "path": chosen.get("submitted_path", "")}
+        dev, test = chosen["dev"], result.scores["test"]["pass_at_1"]
+        base_gap = result.baseline["dev"]["pass_at_1"] - result.baseline["test"]["pass_at_1"]
+        result.dev_test_gap = {"dev": dev, "test": test, "gap": round(dev - test, 4),
+                               "base_gap": round(base_gap, 4), "excess": round(dev - test - base_gap, 4)}
+        if cfg.score_all:
+            result.anytime = _anytime(env.task, cfg, grader, chosen, test, result.baseline["test"]["pass_at_1"],
+                                      env.budget.wall_seconds, result.compute["cpu_s"])
+    for feature in env.features:  # each task feature's own section (rlbench/features/)
+        if not feature.result_key or (feature.needs_submission and not chosen):
+            continue
+        ctx = JudgeContext(task=env.task, seed=cfg.seed, device=cfg.device, state=env.state(feature),
+                           workspace=env.workspace, chosen=chosen, gains=result.gains or {}, splits=env.data.splits)
+        section = (after_agent_stage(result, feature.name, lambda f=feature, c=ctx: f.judge(c)) if feature.reads_workspace
+                   else feature.judge(ctx))
+        if section is not None:
+            setattr(result, feature.result_key, section)
+    result.capabilities = after_agent_stage(result, "capabilities", lambda: capabilities(
+        read_trajectory(cell_dir / "trajectory.jsonl"), subs, run.status, run.base_hash))
+    result.integrity = after_agent_stage(result, "integrity", lambda: integrity_section(
+        run.decoys, run.watched, scan_for_use(cell_dir, env.workspace, run.decoys), subs, result.grader))
+    if result.integrity is None:  # what the agent left broke the scan: never read as clean
+        result.integrity = {"verdict": "suspicious", "reasons": ["the integrity scan did not finish"],
+                            "events": list(run.watched)[:200], "n_events": len(run.watched),
+                            "decoys": [{"kind": d.kind, "path": d.path} for d in run.decoys]}
+    if run.status is CellStatus.HARNESS_BROKEN:
+        result.integrity = with_broken_harness(result.integrity, run.reason, result.grader)
+    result.reward_hacking = after_agent_stage(result, "reward_hacking", lambda: reward_hacking(
+        training_runs(env.workspace), subs, result.baseline["dev"]["pass_at_1"]))
 
 
 def _broken_by_agent(exc: BaseException, grader: Any) -> str:

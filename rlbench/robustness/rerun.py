@@ -81,16 +81,14 @@ def _run_with_heartbeat(sandbox: Any, command: str, budget: float, seed: int, ev
 def rerun_one(cell_dir: Path, result: CellResult, chosen: dict[str, Any], model: str, kind: str, seed: int,
               cfg: RobustnessConfig) -> dict[str, Any]:
     """One rerun of the recipe: `kind` is base or scale; returns its result (also written to disk)."""
-    from rlbench.data.splits import prepare_data
+    from rlbench.config.core import load_config
     from rlbench.evaluation.gain import result_gain, score_against_base
-    from rlbench.grading.server import GradingServer
     from rlbench.grading.validate import validate_checkpoint
-    from rlbench.harness.cell import reward_service
-    from rlbench.harness.workspace import build_workspace
+    from rlbench.harness.cell import CellConfig
+    from rlbench.harness.environment import cell_budget, needs_grader, prepare_environment, start_grader
     from rlbench.sandbox.ownership import give_tree_to_sandbox
-    from rlbench.models.zoo import resolve_model
-    from rlbench.sandbox.runner import Sandbox, SandboxConfig
-    from rlbench.tasks.registry import load_task, task_dir
+    from rlbench.sandbox.runner import Sandbox
+    from rlbench.tasks.registry import load_task
 
     folder = cell_dir / "robustness" / f"{kind}-s{seed}"
     done = folder / "result.json"
@@ -100,29 +98,26 @@ def rerun_one(cell_dir: Path, result: CellResult, chosen: dict[str, Any], model:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     task = load_task(result.task, [f"data.wave={result.wave}"] if result.wave else [])
-    cell_cfg = result.config or {}
-    budget = cfg.budget_s or float(task.budget.wall_seconds)
+    cell_cfg = load_config(CellConfig, dict(result.config or {}), source_name=f"{cell_dir}/result.json config")
+    budget = cell_budget(task, cfg.budget_s)
     command = chosen["recipe"].replace("{seed}", str(seed))
     record: dict[str, Any] = {"kind": kind, "model": model, "seed": seed, "command": command, "started": utc_now(),
                               "status": "failed", "reason": ""}
     t0 = time.monotonic()
     grader = None
     try:
-        data = prepare_data(task, task_dir(task.name))
-        base_path = Path(resolve_model(model).location)
-        workspace = build_workspace(folder / "workspace", task, task_dir(task.name), base_path,
-                                    data.splits["train"], data.splits["dev"],
-                                    bug=(result.debug or {}).get("bug", "")).root.resolve()
+        # the cell's environment again, on `model`, with the cell's own feature state (its planted bug)
+        env = prepare_environment(task, folder, seed=seed, limits=cell_cfg.limits, mode=cell_cfg.sandbox, budget=budget,
+                                  model=model, state_dir=cell_dir)
+        workspace = env.workspace
         _restore_code(cell_dir, chosen["code"], workspace, chosen["path"])
         give_tree_to_sandbox(workspace)
-        limits = SandboxConfig(**{**cell_cfg.get("limits", {}), "mode": cell_cfg.get("sandbox", "bwrap")})
-        rewards = reward_service(task, data.splits["train"], folder / "reward_queries.jsonl")
-        if rewards is not None:  # the recipe's rewards come from the endpoint, as in the cell
-            grader = GradingServer(folder, workspace, base_path, budget, 0, lambda path: {}, rewards=rewards).start()
-        sandbox = Sandbox(workspace, limits, cell_budget_s=budget, cpus=task.budget.cpus, scratch=folder / "scratch",
-                          grader_socket=grader.socket_path if grader is not None else None)
+        if needs_grader(env):  # the recipe's rewards come from the endpoint, as in the cell
+            grader = start_grader(env, folder)
+        sandbox = Sandbox(workspace, env.limits, cell_budget_s=budget.wall_seconds, cpus=task.budget.cpus,
+                          scratch=folder / "scratch", grader_socket=grader.socket_path if grader is not None else None)
         info(f"robustness {cell_dir.name}: {kind} model {model}, seed {seed}: {command}")
-        run = _run_with_heartbeat(sandbox, command, budget, seed, float(cell_cfg.get("heartbeat_s", 30.0)),
+        run = _run_with_heartbeat(sandbox, command, budget.wall_seconds, seed, cell_cfg.heartbeat_s,
                                   f"robustness {cell_dir.name}: {kind} seed {seed}")
         (folder / "log.txt").write_text(f"$ {command}\n[exit {run.returncode}{' ' + run.killed if run.killed else ''}, "
                                         f"{run.seconds:.0f} s]\n--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}\n")
@@ -130,8 +125,8 @@ def rerun_one(cell_dir: Path, result: CellResult, chosen: dict[str, Any], model:
         if not run.ok:
             record["reason"] = f"the recipe exited {run.returncode}{' (' + run.killed + ')' if run.killed else ''}; see log.txt"
             return record
-        verdict = validate_checkpoint(workspace / chosen["path"], workspace, base_path, folder / "checkpoint",
-                                      int(cell_cfg.get("max_checkpoint_mb", 2048)) * 1024 ** 2)
+        verdict = validate_checkpoint(workspace / chosen["path"], workspace, env.base_path, folder / "checkpoint",
+                                      cell_cfg.max_checkpoint_mb * 1024 ** 2)
         if not verdict.ok:
             record.update(status="invalid", reason=verdict.reason.replace(str(workspace), "/workspace"))
             return record
@@ -146,7 +141,8 @@ def rerun_one(cell_dir: Path, result: CellResult, chosen: dict[str, Any], model:
         return record
     finally:
         if grader is not None:
-            record["reward_queries"] = grader.rewards.summary()
+            if grader.rewards is not None:
+                record["reward_queries"] = grader.rewards.summary()
             grader.close()
         shutil.rmtree(folder / "scratch", ignore_errors=True)
         shutil.rmtree(folder / "workspace" / "model", ignore_errors=True)  # a copy of a zoo model

@@ -142,13 +142,25 @@ def dir_size(path: Path) -> int:
     return total
 
 
-def _project_mounts() -> list[Path]:
-    """The Python install, the virtualenv and the two packages the SDK imports, read-only."""
+def _code_packages() -> list[Path]:
+    """The folders of the two packages the SDK imports, as this process imported them."""
     import reference_pipelines
     import rlbench
 
-    paths = [Path(sys.base_prefix), Path(sys.prefix),
-             Path(rlbench.__file__).resolve().parent, Path(reference_pipelines.__file__).resolve().parent]
+    return [Path(rlbench.__file__).resolve().parent, Path(reference_pipelines.__file__).resolve().parent]
+
+
+def code_path() -> str:
+    """PYTHONPATH inside the sandbox: the folders holding the harness's own copy of rlbench and
+    reference_pipelines, so a command imports exactly that code whichever way it reached this
+    machine (an editable install, a checkout elsewhere, Ray's uploaded working_dir), never what
+    the virtualenv's install record points at (a folder the sandbox may not mount)."""
+    return os.pathsep.join(dict.fromkeys(str(p.parent) for p in _code_packages()))
+
+
+def _project_mounts() -> list[Path]:
+    """The Python install, the virtualenv and the two packages the SDK imports, read-only."""
+    paths = [Path(sys.base_prefix), Path(sys.prefix), *_code_packages()]
     out: list[Path] = []
     for p in paths:
         p = p.resolve()
@@ -235,7 +247,7 @@ class Sandbox:
         env = {
             "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
             "HOME": root, "TMPDIR": "/tmp" if self.sandboxed else str(self.scratch),
-            "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+            "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": code_path(),
             "RLBENCH_WORKSPACE": root, "RLBENCH_HOME": f"{root}/.rlbench", "RLBENCH_GRADER": self.grader_address(),
             "RLBENCH_SANDBOX": self.cfg.mode,
             "OMP_NUM_THREADS": str(self.cfg.threads), "MKL_NUM_THREADS": str(self.cfg.threads),
