@@ -109,7 +109,8 @@ def test_workspace_holds_only_visible_things(tmp_path):
 
 
 def test_grading_server_validates_and_caps(tmp_path):
-    from rlbench.grading.server import GradingServer, request
+    from rlbench.grading.client import request
+    from rlbench.grading.server import GradingServer
     from rlbench.models.zoo import resolve_model
 
     base = Path(resolve_model("arith-tiny").location)
