@@ -8,11 +8,13 @@ from typing import List, Optional, Sequence
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rlbench.config.core import ConfigError, to_dict
 from rlbench.progress import set_quiet
 from rlbench.results import CellResult, Gain
+from rlbench.scoring.columns import format_value
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="rlbench: can an LLM agent build an RL pipeline that really improves a base model?")
@@ -454,43 +456,37 @@ def _greedy_cells(g: dict | None) -> tuple[str, str]:
     return (_pts(g["abs"]), _ci([g["ci_low"], g["ci_high"]])) if g else ("-", "-")
 
 
-def _flag(flag: bool | None) -> str:
-    """A sampled gain with no greedy gain (sharper sampling, not RL)."""
-    return "-" if flag is None else ("[red]FLAG[/]" if flag else "no")
-
-
 def _pts(x: float | None, sign: bool = True) -> str:
-    return "-" if x is None else (f"{100 * x:+.1f}" if sign else f"{100 * x:.1f}")
+    return format_value(x, "pts" if sign else "pts_abs")
 
 
 def _ci(pair: list | None) -> str:
-    return "-" if not pair or pair[0] is None else f"[{100 * pair[0]:+.1f}, {100 * pair[1]:+.1f}]"
+    return format_value(pair, "ci")
 
 
 def _cells_table(rows: list[dict]) -> Table:
-    """Rows of rlbench.scoring.suite.score_suite: gains in points with paired bootstrap 95% intervals."""
+    """Rows of rlbench.scoring.suite.score_suite, in the terminal columns rlbench/scoring/columns.py
+    declares: gains in points with paired bootstrap 95% intervals."""
+    from rlbench.scoring.columns import CELL_COLUMNS, shown
+
     table = Table(title="rlbench cells (harness evaluation on hidden splits; gains paired against the base model, "
                         "95% bootstrap intervals)")
-    optimize = any(r.get("vs_baseline_config") is not None for r in rows)
-    cols = ["agent", "task", "seed", "baseline test %", "test %", "abs. gain", "95% CI", "rel. gain %",
-            "greedy gain", "greedy CI", "sampling only", "heldout gain", "heldout CI", "normalized"] + (["vs given config", "CI"] if optimize else []) + [
-            "dev-test gap", "anytime gain", "integrity", "status", "sandboxed"]
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("agent", "task", "status") else "right")
+    columns = shown(CELL_COLUMNS, rows, "terminal")
+    for c in columns:
+        table.add_column(c.label, justify="right" if c.numeric or c.fmt in ("ci", "flag") else "left")
     for r in rows:
-        sig = "" if r.get("significant") in (None, True) else " [yellow](n.s.)[/]"
-        rel = "-" if r.get("rel_gain_pct") is None else f"{r['rel_gain_pct']:+.0f}"
-        norm = "-" if r.get("normalized") is None else f"{r['normalized']:.2f}"
-        cells = [r["agent"], r["task"], str(r["seed"]), _pts(r.get("baseline_test"), False), _pts(r.get("test"), False),
-                 _pts(r.get("abs_gain")) + sig, _ci(r.get("abs_ci")), rel, _pts(r.get("greedy_gain")),
-                 _ci(r.get("greedy_ci")), _flag(r.get("sampling_only")), _pts(r.get("heldout_gain")),
-                 _ci(r.get("heldout_ci")), norm]
-        if optimize:
-            cells += [_pts(r.get("vs_baseline_config")), _ci(r.get("vs_baseline_config_ci"))]
-        integrity = r.get("integrity") or "-"
-        color = {"violated": "red", "suspicious": "yellow"}.get(integrity)
-        cells += [_pts(r.get("dev_test_gap")), _pts(r.get("anytime_gain")),
-                  f"[{color}]{integrity}[/]" if color else integrity, r["status"], "yes" if r.get("sandboxed") else "[red]no[/]"]
+        cells = []
+        for c in columns:
+            text = escape(format_value(r.get(c.key), c.fmt))
+            if c.key == "abs_gain" and r.get("significant") is False:
+                text += " [yellow](n.s.)[/]"
+            elif c.key == "sampling_only" and r.get("sampling_only"):
+                text = f"[red]{text}[/]"
+            elif c.key == "integrity" and r.get("integrity") in ("violated", "suspicious"):
+                text = f"[{'red' if r['integrity'] == 'violated' else 'yellow'}]{text}[/]"
+            elif c.key == "sandboxed" and not r.get("sandboxed"):
+                text = f"[red]{text}[/]"
+            cells.append(text)
         table.add_row(*cells)
     return table
 

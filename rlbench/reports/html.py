@@ -9,6 +9,8 @@ from typing import Any
 
 import jinja2
 
+from rlbench.scoring.columns import format_value
+
 TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -19,6 +21,7 @@ def environment() -> jinja2.Environment:
     env.filters["ci"] = lambda pair: ("-" if not pair or pair[0] is None
                                       else f"[{100 * pair[0]:+.1f}, {100 * pair[1]:+.1f}]")
     env.filters["num"] = lambda x, digits=2: "-" if x is None else f"{x:.{digits}f}"
+    env.filters["value"] = format_value  # a table column's value as its declared format reads (scoring/columns.py)
     return env
 
 

@@ -14,13 +14,11 @@ from rlbench.config.core import ConfigError
 from rlbench.io import atomic_write_json, atomic_write_text, read_json
 from rlbench.reports.html import figure_div, render
 from rlbench.results import CellResult, CellStatus, Gain
+from rlbench.scoring.columns import CELL_COLUMNS, LEADERBOARD_COLUMNS, csv_keys, shown
 from rlbench.scoring.seeds import across_seeds
 from rlbench.scoring.suite import score_suite
 
-COLUMNS = ("agent", "task", "seeds", "ok", "test", "abs_gain", "ci_low", "ci_high", "significant", "greedy_gain",
-           "sampling_only", "normalized",
-           "heldout_gain", "dev_test_gap", "anytime_gain", "gain_per_cpu_hour", "integrity", "reward_hacking",
-           "budget_used_s")
+COLUMNS = csv_keys(LEADERBOARD_COLUMNS)  # the CSV's header (rlbench/scoring/columns.py)
 SEVERITY = ("clean", "suspicious", "violated")
 
 
@@ -65,7 +63,7 @@ def leaderboard_rows(suite_dir: Path) -> tuple[list[dict[str, Any]], list[dict[s
                                "ok": sum(1 for m in members if m["status"] == CellStatus.OK.value)}
         g = _test_gain(members)
         row.update(abs_gain=g.abs if g else None, ci_low=g.ci_low if g else None, ci_high=g.ci_high if g else None,
-                   significant=g.significant if g else None)
+                   ci=[g.ci_low, g.ci_high] if g else None, significant=g.significant if g else None)
         for key in ("test", "greedy_gain", "normalized", "heldout_gain", "budget_used_s", "dev_test_gap", "anytime_gain",
                     "gain_per_cpu_hour"):
             values = [m[key] for m in members if m.get(key) is not None]
@@ -125,5 +123,6 @@ def write_leaderboard(suite_dir: Path, out_dir: Path | None = None) -> dict[str,
     atomic_write_json(paths["json"], {"suite": suite_dir.name, "rows": rows, "cells": cells})
     atomic_write_text(paths["csv"], _csv(rows))
     render("leaderboard.html.j2", paths["html"], title=f"rlbench leaderboard: {suite_dir.name}", suite=suite_dir.name,
-           rows=rows, cells=cells, figs=_figures(rows, cells))
+           rows=rows, cells=cells, figs=_figures(rows, cells), columns=shown(LEADERBOARD_COLUMNS, rows, "page"),
+           cell_columns=shown(CELL_COLUMNS, cells, "page"))
     return paths

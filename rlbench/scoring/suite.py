@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
 from rlbench.results import CellResult, CellStatus, Gain
+from rlbench.scoring.columns import CELL_COLUMNS, csv_keys
 from rlbench.scoring.seeds import across_seeds
 
 NULL, REFERENCE = "null", "reference"
@@ -124,13 +125,7 @@ def score_suite(results: Sequence[CellResult | Mapping[str, Any]]) -> dict[str, 
     return {"cells": rows, "aggregates": aggregates}
 
 
-CSV_FIELDS = ("agent", "task", "seed", "status", "baseline_test", "test", "abs_gain", "abs_ci", "rel_gain_pct",
-              "significant", "greedy_gain", "greedy_ci", "sampling_only", "heldout_gain", "heldout_ci", "normalized", "vs_baseline_config", "vs_baseline_config_ci",
-              "closeness_to_reference", "robust_seeds", "robust_mean", "robust_ci", "scale_gain", "scalability",
-              "autonomy", "recovery", "correctness", "optimization", "execution_seconds", "peak_memory_mb",
-              "valid_submission_rate", "base_model_submissions", "dev_at_submit", "dev_test_gap", "dev_test_excess",
-              "anytime_gain", "gain_per_cpu_hour", "cpu_seconds", "integrity", "reward_hacking", "wave", "sandboxed",
-              "cell")
+CSV_FIELDS = csv_keys(CELL_COLUMNS)  # every column of a cell's row (rlbench/scoring/columns.py)
 
 
 def scores_csv(scores: dict[str, Any]) -> str:

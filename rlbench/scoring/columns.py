@@ -1,0 +1,155 @@
+"""The columns of every table of scores, declared once: a cell's row (scores.json, scores.csv, the
+terminal table of `rlbench run`, the leaderboard page's cells) and an agent x task row (the
+leaderboard's JSON, CSV and page). A metric added here appears in each place that shows its table;
+before, it had to be added by hand to the CSV list, the leaderboard, its template and the CLI,
+with nothing to warn when one was missed.
+
+`fmt` says how a value reads (`format_value`, shared by the terminal and the page); `terminal`
+and `page` say where a column is shown (the CSV files hold every column); `optional` columns are
+shown only when some row has a value (a task feature's, e.g. the gain over an optimize task's
+baseline configuration).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+FORMATS = ("text", "pts", "pts_abs", "ci", "num2", "num0", "pct0", "flag", "yesno")
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    fmt: str = "text"
+    terminal: bool = False  # in the terminal table
+    page: bool = False  # in the HTML page
+    optional: bool = False  # shown only when some row has a value
+    sortable: bool = True  # on the page: a click sorts by it
+    csv: bool = True  # in the CSV file (a display-only column is not)
+
+    def __post_init__(self) -> None:
+        if self.fmt not in FORMATS:
+            raise ValueError(f"column {self.key}: format {self.fmt!r} is not one of {', '.join(FORMATS)}")
+
+    @property
+    def numeric(self) -> bool:
+        return self.fmt in ("pts", "pts_abs", "num2", "num0", "pct0")
+
+
+def format_value(value: Any, fmt: str) -> str:
+    """A value as a table shows it: gains in points (fractions x 100), intervals in brackets, '-'
+    for none."""
+    if value is None:
+        return "-"
+    if fmt == "pts":
+        return f"{100 * value:+.1f}"
+    if fmt == "pts_abs":
+        return f"{100 * value:.1f}"
+    if fmt == "ci":
+        return "-" if not value or value[0] is None else f"[{100 * value[0]:+.1f}, {100 * value[1]:+.1f}]"
+    if fmt == "num2":
+        return f"{value:.2f}"
+    if fmt == "num0":
+        return f"{value:.0f}"
+    if fmt == "pct0":
+        return f"{value:+.0f}"
+    if fmt == "flag":
+        return "FLAG" if value is True else ("no" if value is False else str(value))
+    if fmt == "yesno":
+        return "yes" if value else "no"
+    return str(value)
+
+
+def shown(columns: Iterable[Column], rows: Iterable[Mapping[str, Any]], where: str) -> list[Column]:
+    """The columns of `where` ('terminal' or 'page'), the optional ones only if a row has a value."""
+    rows = list(rows)
+    return [c for c in columns if getattr(c, where)
+            and (not c.optional or any(r.get(c.key) is not None for r in rows))]
+
+
+# a cell's row: rlbench/scoring/suite.py score_row builds it
+CELL_COLUMNS: tuple[Column, ...] = (
+    Column("agent", "agent", terminal=True),
+    Column("task", "task", terminal=True),
+    Column("seed", "seed", terminal=True),
+    Column("status", "status", terminal=True, page=True),
+    Column("baseline_test", "baseline test %", "pts_abs", terminal=True),
+    Column("test", "test %", "pts_abs", terminal=True),
+    Column("abs_gain", "abs. gain", "pts", terminal=True, page=True),
+    Column("abs_ci", "95% CI", "ci", terminal=True, page=True),
+    Column("rel_gain_pct", "rel. gain %", "pct0", terminal=True),
+    Column("rel_ci", "rel. 95% CI %", "text"),
+    Column("significant", "significant", "yesno"),
+    Column("greedy_gain", "greedy gain", "pts", terminal=True, page=True),
+    Column("greedy_ci", "greedy CI", "ci", terminal=True, page=True),
+    Column("sampling_only", "sampling only", "flag", terminal=True, page=True),
+    Column("heldout_gain", "heldout gain", "pts", terminal=True),
+    Column("heldout_ci", "heldout CI", "ci", terminal=True),
+    Column("normalized", "normalized", "num2", terminal=True, page=True),
+    # the baseline-configuration feature (rlbench/features/baseline_config.py): optimize tasks
+    Column("vs_baseline_config", "vs given config", "pts", terminal=True, optional=True),
+    Column("vs_baseline_config_ci", "CI", "ci", terminal=True, optional=True),
+    Column("vs_baseline_config_significant", "vs given config significant", "yesno", optional=True),
+    Column("closeness_to_reference", "closeness to reference", "num2", optional=True),
+    # the robustness stage's (rlbench/robustness/): cells it reran
+    Column("robust_seeds", "robust seeds", "num0", optional=True),
+    Column("robust_mean", "robust mean", "pts", optional=True),
+    Column("robust_ci", "robust CI", "ci", optional=True),
+    Column("scale_gain", "scale gain", "pts", optional=True),
+    Column("scalability", "scalability", "yesno", optional=True),
+    Column("autonomy", "autonomy"),
+    Column("recovery", "recovery", "num2"),
+    Column("correctness", "correctness", "num2"),
+    Column("optimization", "optimization", "num2"),
+    Column("execution_seconds", "execution s", "num0"),
+    Column("peak_memory_mb", "peak memory MB", "num0"),
+    Column("valid_submission_rate", "valid submissions", "num2"),
+    Column("base_model_submissions", "base model submissions", "num0"),
+    Column("best_dev", "best dev", "pts_abs"),
+    Column("time_to_best_s", "time to best s", "num0"),
+    Column("dev_at_submit", "dev at submit", "pts_abs"),
+    Column("dev_test_gap", "dev-test gap", "pts", terminal=True, page=True),
+    Column("dev_test_excess", "dev-test excess", "pts"),
+    Column("anytime_gain", "anytime gain", "pts", terminal=True, page=True),
+    Column("gain_per_cpu_hour", "gain / CPU-h", "pts"),
+    Column("cpu_seconds", "CPU s", "num0"),
+    Column("integrity", "integrity", terminal=True, page=True),
+    Column("reward_hacking", "reward hacking"),
+    Column("wave", "wave"),
+    Column("sandboxed", "sandboxed", "yesno", terminal=True),
+    Column("cell", "cell", page=True),
+)
+
+# what a cell's row carries beside its columns: the text behind a flag (tooltips on the page)
+CELL_DETAILS: tuple[str, ...] = ("greedy_significant", "sampling_only_reason", "integrity_reasons")
+
+# an agent x task row: rlbench/reports/leaderboard.py leaderboard_rows builds it
+LEADERBOARD_COLUMNS: tuple[Column, ...] = (
+    Column("agent", "agent", page=True),
+    Column("task", "task", page=True),
+    Column("seeds", "seeds", "num0", page=True),
+    Column("ok", "ok", "num0"),
+    Column("test", "test %", "pts_abs", page=True),
+    Column("abs_gain", "gain", "pts", page=True),
+    Column("ci_low", "CI low", "pts"),
+    Column("ci_high", "CI high", "pts"),
+    Column("ci", "95% CI", "ci", page=True, sortable=False, csv=False),
+    Column("normalized", "normalized", "num2", page=True),
+    Column("significant", "significant", "yesno", page=True),
+    Column("greedy_gain", "greedy gain", "pts", page=True),
+    Column("sampling_only", "sampling only", page=True),
+    Column("heldout_gain", "heldout gain", "pts", page=True),
+    Column("dev_test_gap", "dev-test gap", "pts", page=True),
+    Column("anytime_gain", "anytime gain", "pts", page=True),
+    Column("gain_per_cpu_hour", "gain / CPU-h", "pts", page=True),
+    Column("integrity", "integrity", page=True),
+    Column("reward_hacking", "reward hacking", page=True),
+    Column("budget_used_s", "budget used s", "num0", page=True),
+)
+
+
+def csv_keys(columns: Iterable[Column]) -> list[str]:
+    """The CSV header: every column that holds a value of its own."""
+    return [c.key for c in columns if c.csv]
