@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import abc
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlbench.config.core import ConfigError
+
+if TYPE_CHECKING:
+    from rlbench.harness.tools import ToolBox
 
 BUILTIN = {
     "null": "rlbench.agents.null:NullAgent",
@@ -26,7 +29,7 @@ class Agent(abc.ABC):
         self.options = options
 
     @abc.abstractmethod
-    def run(self, description: str, tools: Any) -> None:
+    def run(self, description: str, tools: ToolBox) -> None:
         """Work on the task through `tools` (a rlbench.harness.tools.ToolBox) until done."""
 
 

@@ -18,10 +18,13 @@ Example, for a CLI agent that takes a prompt file and speaks to one API host:
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlbench.agents.base import Agent
 from rlbench.config.core import ConfigError
+
+if TYPE_CHECKING:
+    from rlbench.harness.tools import ToolBox
 
 PROMPT = """{description}
 
@@ -36,7 +39,7 @@ shows the budget. Stop when you are done; the harness grades your best submissio
 class CommandAgent(Agent):
     name = "command"
 
-    def run(self, description: str, tools: Any) -> None:
+    def run(self, description: str, tools: ToolBox) -> None:
         command = str(self.options.get("command", "")).strip()
         if not command:
             raise ConfigError("agent=command needs agent_options.command (the program to run in the workspace)")

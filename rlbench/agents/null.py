@@ -3,13 +3,16 @@ are scored on the same prompts), so any agent's gain reads against it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlbench.agents.base import Agent
+
+if TYPE_CHECKING:
+    from rlbench.harness.tools import ToolBox
 
 
 class NullAgent(Agent):
     name = "null"
 
-    def run(self, description: str, tools: Any) -> None:
+    def run(self, description: str, tools: ToolBox) -> None:
         tools.submit("model")

@@ -22,12 +22,15 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlbench.agents.base import Agent
 from rlbench.config.core import check, load_config
 from rlbench.harness.tool_registry import names
 from rlbench.harness.tools import TOOL_SPECS
+
+if TYPE_CHECKING:
+    from rlbench.harness.tools import ToolBox
 
 SYSTEM = """You are an RL engineer working alone in a sandboxed workspace with no network. Improve the
 base model on the task described by the user, within the budget, using the tools. Submit checkpoint
@@ -140,7 +143,7 @@ class ReactConfig:
 class ReactAgent(Agent):
     name = "react"
 
-    def run(self, description: str, tools: Any) -> None:
+    def run(self, description: str, tools: ToolBox) -> None:
         cfg = load_config(ReactConfig, dict(self.options), source_name="agent_options")
         key = os.environ.get(cfg.api_key_env) or "none"
         if cfg.provider == "anthropic":

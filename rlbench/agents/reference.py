@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import difflib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from rlbench.agents.base import Agent
+
+if TYPE_CHECKING:
+    from rlbench.harness.tools import ToolBox
 
 TRAIN_PY = '''"""GRPO on this workspace (written by the reference agent)."""
 import json
@@ -141,7 +144,7 @@ SEARCH_SPACE: dict[str, Any] = {
 class ReferenceAgent(Agent):
     name = "reference"
 
-    def run(self, description: str, tools: Any) -> None:
+    def run(self, description: str, tools: ToolBox) -> None:
         task = json.loads(tools.read("task.json").get("content") or "{}")
         if (task.get("baseline_config") or {}).get("pipeline"):
             self.sweep(tools)

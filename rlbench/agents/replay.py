@@ -8,12 +8,15 @@ tool the registry (rlbench/harness/tool_registry.py) marks replayable is repeate
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlbench.agents.base import Agent
 from rlbench.config.core import ConfigError
 from rlbench.harness.tools import TOOL_SPECS
 from rlbench.record import read_trajectory
+
+if TYPE_CHECKING:
+    from rlbench.harness.tools import ToolBox
 
 REPLAYABLE = frozenset(spec.name for spec in TOOL_SPECS if spec.replayable)
 
@@ -21,7 +24,7 @@ REPLAYABLE = frozenset(spec.name for spec in TOOL_SPECS if spec.replayable)
 class ReplayAgent(Agent):
     name = "replay"
 
-    def run(self, description: str, tools: Any) -> None:
+    def run(self, description: str, tools: ToolBox) -> None:
         path = Path(str(self.options.get("trajectory", "")))
         if not path.is_file():
             raise ConfigError(f"replay: agent_options.trajectory={path} is not a trajectory.jsonl file")
