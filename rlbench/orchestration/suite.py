@@ -42,6 +42,7 @@ class RobustnessStage:
     scale: bool = True  # also one rerun on the task's scale model
     agents: list[str] = field(default_factory=list)  # empty: every agent whose submission has a recipe
     budget_s: float = 0.0  # per rerun; 0: the task's budget
+    parallel: bool = True  # a cell's reruns as Ray tasks side by side (false: one after another in the driver)
 
     def validate(self) -> None:
         check(self.seeds >= 0, "robustness.seeds", self.seeds, ">= 0 (0: no robustness stage)")
@@ -321,7 +322,7 @@ def write_reports(suite_dir: Path, results: list[dict[str, Any]]) -> None:
 
 def _robustness(result: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
     """The robustness stage of one finished cell; a cell it does not apply to is returned as it is.
-    Runs in the suite's driver, one rerun after another (each uses the cell's CPUs)."""
+    Its reruns are Ray tasks with the task's CPUs each, placed like cells (rlbench/robustness/rerun.py)."""
     from rlbench.robustness.rerun import RobustnessConfig, run_robustness
 
     stage = spec.robustness
@@ -333,7 +334,8 @@ def _robustness(result: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
         if stage.agents:  # asked for by name: say why it did not happen
             info(f"robustness {cell.cell}: skipped (status {cell.status}, recipe {'given' if recipe else 'missing'})")
         return result
-    cfg = RobustnessConfig(seeds=stage.seeds, scale=stage.scale, budget_s=stage.budget_s, device=spec.device)
+    cfg = RobustnessConfig(seeds=stage.seeds, scale=stage.scale, budget_s=stage.budget_s, device=spec.device,
+                           parallel=stage.parallel)
     try:
         run_robustness(Path(cell.cell_dir), cfg)
     except ConfigError as exc:

@@ -32,6 +32,9 @@ class RobustnessConfig:
     scale: bool = True  # one more rerun on the task's scale model at the cell's seed
     budget_s: float = 0.0  # wall clock of each rerun; 0: the task's budget
     device: str = "cpu"
+    # each rerun a Ray task with the task's CPUs, placed like cells (any node that has them, when the
+    # results folder is shared); False: one after another in this process
+    parallel: bool = True
 
     def validate(self) -> None:
         check(self.seeds >= 0, "seeds", self.seeds, ">= 0")
@@ -151,6 +154,43 @@ def rerun_one(cell_dir: Path, result: CellResult, chosen: dict[str, Any], model:
         atomic_write_json(done, record)
 
 
+def _run_plan(cell_dir: Path, result: CellResult, chosen: dict[str, Any], plan: list[tuple[str, str, int]],
+              cfg: RobustnessConfig, cpus: float) -> list[dict[str, Any]]:
+    """The reruns of `plan`, in its order: Ray tasks of `cpus` each, run side by side as the
+    cluster has room (finished ones are read back, not rerun), or one after another here."""
+    todo = [(i, p) for i, p in enumerate(plan) if not (cell_dir / "robustness" / f"{p[0]}-s{p[2]}" / "result.json").is_file()]
+    if not cfg.parallel or len(todo) < 2:
+        runs = []
+        for i, (kind, model, seed) in enumerate(plan, 1):
+            info(f"robustness {cell_dir.name}: rerun {i} of {len(plan)}")
+            runs.append(rerun_one(cell_dir, result, chosen, model, kind, seed, cfg))
+        return runs
+    import ray
+
+    from rlbench.progress import quiet
+    from rlbench.ray_session import ensure_ray
+
+    ensure_ray(min_cpus=int(cpus), log_to_driver=not quiet())
+    task = ray.remote(num_cpus=cpus, max_retries=0)(rerun_one)
+    refs = {task.remote(cell_dir, result, chosen, model, kind, seed, cfg): i for i, (kind, model, seed) in todo}
+    info(f"robustness {cell_dir.name}: {len(refs)} reruns as Ray tasks ({cpus:g} CPUs each)")
+    done: dict[int, dict[str, Any]] = {}
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        i = refs[ready[0]]
+        try:
+            done[i] = ray.get(ready[0])
+        except Exception as exc:  # noqa: BLE001 - a rerun whose task died is a failed rerun, not the end of the stage
+            kind, model, seed = plan[i]
+            done[i] = {"kind": kind, "model": model, "seed": seed, "status": "failed",
+                       "reason": f"harness: the rerun's task failed: {type(exc).__name__}: {exc}"[:500]}
+        info(f"robustness {cell_dir.name}: {plan[i][0]} seed {plan[i][2]}: {done[i]['status']} "
+             f"({len(done)} of {len(refs)} done)")
+    return [done[i] if i in done else rerun_one(cell_dir, result, chosen, model, kind, seed, cfg)
+            for i, (kind, model, seed) in enumerate(plan)]
+
+
 def run_robustness(cell_dir: Path, cfg: RobustnessConfig | None = None) -> dict[str, Any]:
     """All reruns of one cell (resuming finished ones) and their aggregate; also written to
     CELL_DIR/robustness/summary.json and into the cell's result.json under `robustness`."""
@@ -177,10 +217,7 @@ def run_robustness(cell_dir: Path, cfg: RobustnessConfig | None = None) -> dict[
             info(f"robustness {cell_dir.name}: task {task.name} has no model.scale; the size check is skipped")
         else:
             plan.append(("scale", task.model.scale, int(result.seed)))
-    runs = []
-    for i, (kind, model, seed) in enumerate(plan, 1):
-        info(f"robustness {cell_dir.name}: rerun {i} of {len(plan)}")
-        runs.append(rerun_one(cell_dir, result, chosen, model, kind, seed, cfg))
+    runs = _run_plan(cell_dir, result, chosen, plan, cfg, float(task.budget.cpus))
     summary = summarize(result, chosen["recipe"], runs)
     atomic_write_json(cell_dir / "robustness" / "summary.json", summary)
     result.robustness = summary
