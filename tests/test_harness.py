@@ -37,6 +37,32 @@ def _hidden_paths():
 
 # ---------------------------------------------------------------------------------------------
 @needs_bwrap
+def test_the_sandbox_imports_the_harness_own_copy_of_the_code(tmp_path):
+    """Code that reached the machine another way than the virtualenv's install (Ray's uploaded
+    working_dir, a checkout elsewhere): commands in the sandbox import that copy. Before, the
+    sandbox mounted the copy but Python looked where the install record points, which it does not
+    mount, so `import rlbench` failed and every agent's `./grade submit` with it."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    copy = tmp_path / "uploaded"
+    for pkg in ("rlbench", "reference_pipelines"):
+        shutil.copytree(repo / pkg, copy / pkg, ignore=shutil.ignore_patterns("__pycache__", "canonical"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.chmod(ws, 0o777)
+    script = ("from pathlib import Path\n"
+              "from rlbench.sandbox import Sandbox, SandboxConfig\n"
+              f"box = Sandbox(Path({str(ws)!r}), SandboxConfig(), cell_budget_s=60)\n"
+              "r = box.run(\"python -c 'import rlbench, rlbench.sdk; print(rlbench.__file__)'\", timeout=60)\n"
+              "print(r.returncode, r.stdout.strip(), r.stderr.strip()[-300:])\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=copy, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(copy)})
+    assert out.stdout.split()[:2] == ["0", str(copy / "rlbench" / "__init__.py")], out.stdout + out.stderr
+
+
+@needs_bwrap
 def test_sandbox_contains_commands(tmp_path, session_home):
     ws = tmp_path / "ws"
     ws.mkdir()
