@@ -33,17 +33,52 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _ray_pids(temp_dir: Path) -> list[int]:
-    """Every process of this test's cluster: those whose command line names its temp folder."""
+def _agent_ports() -> list[str]:
+    """A node's agents on free ports: their defaults (52365, ...) may be taken by another Ray on
+    this machine, and the job API then answers "No available agent" for good."""
+    return [f"--dashboard-agent-listen-port={_free_port()}", f"--dashboard-agent-grpc-port={_free_port()}",
+            f"--runtime-env-agent-port={_free_port()}", f"--metrics-export-port={_free_port()}"]
+
+
+def _ray_pids(temp_dir: Path, environ: bool = False) -> list[int]:
+    """This test's cluster's processes: those whose command line names its temp folder (with
+    `environ`, also every process started under it, job drivers included: they inherit
+    RLBENCH_TEST_CLUSTER)."""
     out = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                if str(temp_dir) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                mine = str(temp_dir) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                if not mine and environ:
+                    mine = f"RLBENCH_TEST_CLUSTER={temp_dir}".encode() in Path(f"/proc/{pid}/environ").read_bytes()
+                if mine and int(pid) != os.getpid():
                     out.append(int(pid))
             except OSError:
                 continue
     return out
+
+
+class Cluster:
+    def __init__(self, env: dict[str, str], address: str, gcs: str, temp: Path, start: list[str]):
+        self.env, self.address, self.gcs, self.temp, self.start = env, address, gcs, temp, start
+
+    def add_worker(self, cpus: int = 2) -> list[int]:
+        """Start a worker node; the ids of the processes it added (its raylet among them)."""
+        before = set(_ray_pids(self.temp))
+        subprocess.run(self.start + [f"--address={self.gcs}", f"--num-cpus={cpus}", *_agent_ports()], env=self.env,
+                       check=True, capture_output=True, timeout=180)
+        return sorted(set(_ray_pids(self.temp)) - before)
+
+    def submit(self, runtime_env: dict, *args: str) -> subprocess.Popen:
+        """`ray job submit` as ray_configs/README.md shows, retried while the head's job agent starts."""
+        cmd = [str(BIN / "ray"), "job", "submit", "--address", self.address, "--working-dir", str(REPO),
+               "--runtime-env-json", json.dumps(runtime_env), "--", "python", "-m", "rlbench.cli", *args]
+        for _ in range(60):
+            job = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=900)
+            if "No available agent to submit job" not in job.stderr + job.stdout:
+                return job
+            time.sleep(2)
+        return job
 
 
 @pytest.fixture
@@ -53,19 +88,19 @@ def cluster(tmp_path):
     temp = Path(tempfile.mkdtemp(prefix="rlray-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     gcs, dash = _free_port(), _free_port()
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "RAY_AUTH_MODE": "token",
-           "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0"}
+           "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0",
+           "RLBENCH_TEST_CLUSTER": str(temp)}
     env.pop("RAY_ADDRESS", None)
     env.pop("PYTHONPATH", None)  # the job's code comes from its uploaded working directory
     start = [str(BIN / "ray"), "start", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     try:
         subprocess.run(start + ["--head", f"--port={gcs}", "--num-cpus=0", "--include-dashboard=true",
-                                "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={temp}"],
+                                "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={temp}",
+                                *_agent_ports()],
                        env=env, check=True, capture_output=True, timeout=180)
-        subprocess.run(start + [f"--address=127.0.0.1:{gcs}", "--num-cpus=2"], env=env, check=True,
-                       capture_output=True, timeout=180)
-        yield env, f"http://127.0.0.1:{dash}"
+        yield Cluster(env, f"http://127.0.0.1:{dash}", f"127.0.0.1:{gcs}", temp, start)
     finally:
-        for pid in _ray_pids(temp):
+        for pid in _ray_pids(temp, environ=True):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -73,26 +108,58 @@ def cluster(tmp_path):
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def test_a_suite_submitted_as_a_ray_job_runs_on_the_worker_and_its_agent_imports_rlbench(cluster, tmp_path):
-    env, address = cluster
+def _runtime_env(tmp_path: Path) -> dict:
     results = tmp_path / "results"
-    results.mkdir()
+    results.mkdir(exist_ok=True)
     os.chmod(results, 0o777)
-    runtime_env = {"excludes": [".venv", "runs", "results", ".git", "__pycache__"],
-                   "env_vars": {"RLBENCH_RESULTS": str(results), "RLBENCH_HOME": str(tmp_path / "home"),
-                                "RLBENCH_SPLIT_SEED": "public"}}
-    command = "python -c 'from rlbench import sdk; print(sdk.submit(str(sdk.model_path())))'"
-    submit = [str(BIN / "ray"), "job", "submit", "--address", address, "--working-dir", str(REPO),
-              "--runtime-env-json", json.dumps(runtime_env), "--",
-              "python", "-m", "rlbench.cli", "run", "agent=command", "task=arith-grpo", "suite=job", "budget_s=60",
-              "cell_cpus=2", f"agent_options.command={command}"]
-    for _ in range(60):  # the head's job agent comes up a few seconds after `ray start` returns
-        job = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=900)
-        if "No available agent to submit job" not in job.stderr + job.stdout:
-            break
-        time.sleep(2)
+    return {"excludes": [".venv", "runs", "results", ".git", "__pycache__"],
+            "env_vars": {"RLBENCH_RESULTS": str(results), "RLBENCH_HOME": str(tmp_path / "home"),
+                         "RLBENCH_SPLIT_SEED": "public"}}
+
+
+SUBMIT = "python -c 'from rlbench import sdk; print(sdk.submit(str(sdk.model_path())))'"
+
+
+def test_a_suite_submitted_as_a_ray_job_runs_on_the_worker_and_its_agent_imports_rlbench(cluster, tmp_path):
+    cluster.add_worker()
+    job = cluster.submit(_runtime_env(tmp_path), "run", "agent=command", "task=arith-grpo", "suite=job", "budget_s=60",
+                         "cell_cpus=2", f"agent_options.command={SUBMIT}")
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-    result = json.loads(next((results / "suites" / "job" / "cells").glob("*/result.json")).read_text())
+    result = json.loads(next((tmp_path / "results" / "suites" / "job" / "cells").glob("*/result.json")).read_text())
     assert result["status"] == "ok" and result["submissions"]["valid"] == 1, result["reason"]
     # the head offers no CPUs, so the cell's 2-CPU task can only have run on the worker node
     assert result["node"], result
+
+
+def test_a_node_lost_mid_cell_leaves_it_crashed_and_a_resume_finishes_it(cluster, tmp_path):
+    """The worker's raylet is killed while its cell runs: the cell ends `crashed` by the harness
+    with the reason, the job still finishes, and a resume on a new worker reruns that cell to ok."""
+    import threading
+
+    worker = cluster.add_worker()
+    raylet = [pid for pid in worker if b"raylet/raylet" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(raylet) == 1, worker
+    env = _runtime_env(tmp_path)
+    box: dict = {}
+    runner = threading.Thread(target=lambda: box.update(job=cluster.submit(
+        env, "run", "agent=command", "task=arith-grpo", "suite=lost", "budget_s=120", "cell_cpus=2",
+        f"agent_options.command=sleep 25; {SUBMIT}")))
+    runner.start()
+    cells = tmp_path / "results" / "suites" / "lost" / "cells"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any(cells.glob("*/trajectory.jsonl")):  # the agent is at work
+        time.sleep(1)
+    assert any(cells.glob("*/trajectory.jsonl")), "the cell never started"
+    time.sleep(3)
+    os.kill(raylet[0], signal.SIGKILL)
+    runner.join(timeout=600)
+    job = box["job"]  # `rlbench run` exits 1 when the harness crashed a cell: the job fails, its suite stands
+    assert job.returncode != 0 and "exit code 1" in job.stdout + job.stderr, job.stdout[-3000:] + job.stderr[-3000:]
+    suite = tmp_path / "results" / "suites" / "lost"
+    lost = json.loads((suite / "results.json").read_text())[0]
+    assert lost["status"] == "crashed" and lost["crash_by"] == "harness", lost
+    cluster.add_worker()
+    again = cluster.submit(env, "run", f"resume={suite}")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    resumed = json.loads((suite / "results.json").read_text())[0]
+    assert resumed["status"] == "ok" and resumed["submissions"]["valid"] == 1, resumed
