@@ -305,12 +305,14 @@ def test_sandbox_tmp_is_private_writable_and_capped(tmp_path):
                 "head -c 100000000 /dev/zero > /tmp/big; echo rc=$?", timeout=60)
     assert r.stdout.startswith("/tmp/") and "rc=1" in r.stdout, (r.stdout, r.stderr)
     assert "No space left" in r.stderr
-    again = box.run("find /tmp /dev/shm -mindepth 1", timeout=30)
-    # the harness's own read-only mounts (the project's code, when it lives under /tmp) and the
-    # folders leading to them are there by design; nothing the last call wrote is
+    # the harness's own read-only mounts (the project's code and virtualenv, when they live under
+    # /tmp) and the folders leading to them are there by design; nothing the last call wrote is
+    import shlex
+
     from rlbench.sandbox.runner import _project_mounts
 
     mounts = [str(m) for m in _project_mounts()]
-    left = [line for line in again.stdout.split() if not any(
-        line == m or line.startswith(m + "/") or m.startswith(line + "/") for m in mounts)]
+    prune = " ".join(f"-path {shlex.quote(m)} -prune -o" for m in mounts)
+    again = box.run(f"find /tmp /dev/shm -mindepth 1 {prune} -print", timeout=30)
+    left = [line for line in again.stdout.split() if not any(m.startswith(line + "/") for m in mounts)]
     assert not left, left[:20]
