@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rlbench.harness.tool_registry import Feature, names, parse_docstring, tool
+from rlbench.harness.tool_registry import names, parse_docstring, tool
 from rlbench.harness.tools import TOOL_SPECS
 
 RECORD_KEYS = {"step", "tool", "args", "result", "seconds", "cpu_s", "snapshot", "ok", "time"}
@@ -132,7 +132,7 @@ def test_every_tool_list_is_the_registry():
     assert REPLAYABLE == {s.name for s in TOOL_SPECS if s.replayable} == set(every)
     changing = {s.name for s in TOOL_SPECS if s.changes_files}
     assert changing == {"exec", "python", "write", "sweep"}
-    assert {s.name: s.needs for s in TOOL_SPECS if s.needs} == {"sweep": Feature.sweeps, "claim": Feature.claims}
+    assert {s.name: s.needs for s in TOOL_SPECS if s.needs} == {"sweep": "sweeps", "claim": "claims"}
 
 
 def test_react_dispatches_claim_and_refuses_unknown_tools():
@@ -237,3 +237,18 @@ def test_the_workspace_description_names_the_tools_the_task_offers(tmp_path, cla
         assert "Work through your tools (exec, python, read, write,\n  submit, status)." in text
     assert "./grade submit PATH" in text and "sdk.claim(index, gain, (low, high))" in text  # unchanged lines
     assert max(len(line) for line in text.splitlines() if "Work through" in line) <= 100
+
+
+def test_a_tool_needs_a_task_feature_by_its_name_and_the_feature_says_when_it_is_offered():
+    from rlbench.features import FEATURES
+    from rlbench.harness.tool_registry import task_features
+
+    with pytest.raises(ValueError, match="no such task feature"):
+        tool(changes_files=False, needs="sweep")  # the tool's name, not the feature's: refused at import
+    names_ = {f.name for f in FEATURES}
+    assert {s.needs for s in TOOL_SPECS if s.needs} <= names_
+    # the cell's budget, not the task's, decides whether sweeps are offered
+    task = _task(claims=False, sweeps=0)
+    more = type(task.budget)(**{**vars(task.budget), "max_sweeps": 2})
+    assert "sweeps" not in task_features(task) and "sweeps" in task_features(task, more)
+    assert "claims" in task_features(_task(claims=True, sweeps=0)) and "claims" not in task_features(task)

@@ -11,7 +11,8 @@ each of `rlbench.features.FEATURES` that applies to the task, stage by stage:
 - `build`: files it adds to a fresh workspace (the planted pipeline, the baseline configuration);
 - `describe`: its paragraph of the workspace's description;
 - `grader_ops`: what it adds to the grading server (the reward endpoint, sweeps);
-- `judge`: its section of the result, after the agent (`result_key` names it).
+- `judge`: its section of the result, after the agent (`result_key` names it);
+- `offers_tools`: whether the agent tools that need it (`@tool(needs=name)`) are offered.
 
 The shape follows Inspect AI's task of (dataset, solver, scorer) parts and verl's self-registering
 estimators: a new behaviour is one module here plus its fields in the task spec.
@@ -52,6 +53,11 @@ class TaskFeature:
 
     def applies(self, task: TaskConfig) -> bool:
         raise NotImplementedError
+
+    def offers_tools(self, task: TaskConfig, budget: BudgetConfig) -> bool:
+        """Whether a cell of `task` with `budget` (the cell's, which may override the task's) is
+        offered the agent tools that name this feature (`@tool(needs=...)`, rlbench/harness/tools.py)."""
+        return self.applies(task)
 
     def hidden_paths(self, task: TaskConfig) -> list[str]:
         return []

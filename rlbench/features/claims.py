@@ -17,6 +17,9 @@ class Claims(TaskFeature):
     def applies(self, task: TaskConfig) -> bool:
         return True  # a claim made on any task is scored; only the required ones are described
 
+    def offers_tools(self, task: TaskConfig, budget: BudgetConfig) -> bool:
+        return task.claims.required  # `./grade claim` works everywhere; the tool is offered where it is asked for
+
     def describe(self, task: TaskConfig, budget: BudgetConfig) -> str:
         if not task.claims.required:
             return ""

@@ -26,6 +26,9 @@ class Sweeps(TaskFeature):
     def applies(self, task: TaskConfig) -> bool:
         return task.budget.max_sweeps > 0
 
+    def offers_tools(self, task: TaskConfig, budget: BudgetConfig) -> bool:
+        return budget.max_sweeps > 0  # the cell's budget decides, as it does for the paragraph
+
     def describe(self, task: TaskConfig, budget: BudgetConfig) -> str:
         return SWEEPS.format(n=budget.max_sweeps) if budget.max_sweeps else ""
 

@@ -14,7 +14,9 @@ defined once, as a method, and its parts are derived:
   Docstrings of tools are therefore written for the agent; notes for maintainers go in comments;
 - how the harness treats a call (`ToolSpec`): whether it may change files (a code snapshot
   follows it), whether the replay agent repeats it, and which task feature it needs to be offered
-  at all (`sweep` only where the budget allows sweeps, `claim` where the task asks for claims).
+  at all, by the feature's name in rlbench.features (`sweep` needs `sweeps`, `claim` needs
+  `claims`); the feature itself says when it offers its tools (`TaskFeature.offers_tools`), so
+  there is one list of task behaviours, not a second one here.
 
 The shape follows Inspect AI's `@tool` (a function whose docstring and type hints become the
 schema), kept to what the ToolBox needs. The decorator also routes each call through the host's
@@ -29,18 +31,10 @@ import re
 import types
 import typing
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 if TYPE_CHECKING:
     from rlbench.tasks.spec import BudgetConfig, TaskConfig
-
-
-class Feature(str, Enum):
-    """A part of a task that some tools only make sense with."""
-
-    sweeps = "sweeps"  # the budget allows Ray Tune sweeps (budget.max_sweeps > 0)
-    claims = "claims"  # the task asks the agent to claim its test gain (claims.required)
 
 
 @dataclass(frozen=True)
@@ -51,7 +45,7 @@ class ToolSpec:
     func: Callable[..., dict[str, Any]]  # the method as written (undecorated)
     changes_files: bool  # a code snapshot follows each call
     replayable: bool = True  # the replay agent repeats recorded calls of it
-    needs: Feature | None = None  # offered only to tasks with this feature
+    needs: str | None = None  # the name of the task feature (rlbench.features) it is offered with
 
     @property
     def description(self) -> str:
@@ -92,12 +86,16 @@ class ToolHost(Protocol):
     def _invoke(self, spec: ToolSpec, args: dict[str, Any], body: Callable[[], Any]) -> dict[str, Any]: ...
 
 
-def tool(*, changes_files: bool, replayable: bool = True, needs: Feature | None = None
+def tool(*, changes_files: bool, replayable: bool = True, needs: str | None = None
          ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
-    """Mark a method as an agent tool. A call binds its arguments to the signature (a wrong
+    """Mark a method as an agent tool (`needs`: a feature's name; an unknown one is an error at
+    import, not a tool that is silently never offered). A call binds its arguments to the signature (a wrong
     argument raises TypeError before anything runs, as a plain call would), records them all,
     defaults included and tuples as lists (so a replay can pass them back as JSON gave them), and
     hands the body to the host's `_invoke`."""
+
+    if needs is not None and needs not in feature_names():
+        raise ValueError(f"@tool(needs={needs!r}): no such task feature (rlbench.features: {sorted(feature_names())})")
 
     def mark(func: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         spec = ToolSpec(func.__name__, func, changes_files, replayable, needs)
@@ -125,16 +123,25 @@ def names(specs: Iterable[ToolSpec]) -> tuple[str, ...]:
     return tuple(s.name for s in specs)
 
 
-def offered(specs: Iterable[ToolSpec], features: Iterable[Feature]) -> tuple[ToolSpec, ...]:
+def feature_names() -> frozenset[str]:
+    from rlbench.features import FEATURES
+
+    return frozenset(f.name for f in FEATURES)
+
+
+def offered(specs: Iterable[ToolSpec], features: Iterable[str]) -> tuple[ToolSpec, ...]:
     """The tools of `specs` a task with `features` offers: those that need nothing, or a feature it has."""
     have = set(features)
     return tuple(s for s in specs if s.needs is None or s.needs in have)
 
 
-def task_features(task: "TaskConfig", budget: "BudgetConfig | None" = None) -> frozenset[Feature]:
-    """The features of a task as a cell runs it (`budget`: the cell's, where it overrides the task's)."""
+def task_features(task: "TaskConfig", budget: "BudgetConfig | None" = None) -> frozenset[str]:
+    """The names of the features whose tools a cell of `task` is offered (`budget`: the cell's,
+    where it overrides the task's)."""
+    from rlbench.features import FEATURES
+
     b = budget or task.budget
-    return frozenset(([Feature.sweeps] if b.max_sweeps else []) + ([Feature.claims] if task.claims.required else []))
+    return frozenset(f.name for f in FEATURES if f.offers_tools(task, b))
 
 
 # docstrings and types ------------------------------------------------------------------------------

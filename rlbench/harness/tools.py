@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from rlbench import safefs
 from rlbench.grading.client import request
-from rlbench.harness.tool_registry import Feature, ToolSpec, names, specs_of, tool
+from rlbench.harness.tool_registry import ToolSpec, names, specs_of, tool
 from rlbench.io import utc_now
 from rlbench.record import Snapshots, Trajectory, running
 from rlbench.sandbox.compute import publish_sandbox_cpu, stop_reason
@@ -239,7 +239,7 @@ class ToolBox:
         return request(self.grader, {"op": "submit", "path": path, **({"recipe": recipe} if recipe else {})})
 
     # a sweep writes its trials' checkpoints into the workspace (sweeps/NNN/): a snapshot follows
-    @tool(changes_files=True, needs=Feature.sweeps)
+    @tool(changes_files=True, needs="sweeps")
     def sweep(self, path: str) -> dict[str, Any]:
         """Hand the harness a design file (YAML): it runs a Ray Tune sweep of its search space and answers
         with the trial table and the best configuration and checkpoint.
@@ -250,7 +250,7 @@ class ToolBox:
         return request(self.grader, {"op": "sweep", "path": path}, timeout=24 * 3600)
 
     # the grading server checks the numbers (rlbench/grading/server.py); evaluate tasks score the claim
-    @tool(changes_files=False, needs=Feature.claims)
+    @tool(changes_files=False, needs="claims")
     def claim(self, index: int, test_gain: float, ci: tuple[float, float]) -> dict[str, Any]:
         """Claim a submission's absolute test gain over the base model with its 95% interval; the harness
         scores the claim against its own measurement. A later claim on the same submission replaces it.
