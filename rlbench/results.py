@@ -223,6 +223,28 @@ class Compute(TypedDict, total=False):
     sweep_seconds: float
 
 
+class Capabilities(TypedDict, total=False):
+    """The agent's capabilities and its pipeline's qualities, from the harness's own records
+    (rlbench/scoring/capabilities.py `capabilities`, which builds exactly these keys)."""
+
+    autonomy: bool  # a valid submission within the budget with no harness intervention (status ok)
+    executions: int
+    failed_executions: int
+    recovery: float | None  # of failed executions, the share followed later by a successful one
+    recovered: bool
+    correctness: float | None  # the share of executions that exit 0
+    execution_seconds: float
+    execution_cpu_seconds: float
+    sweep_seconds: float
+    peak_memory_mb: float | None
+    submissions: int
+    valid_submission_rate: float | None
+    base_model_submissions: int
+    time_to_first_valid_s: float | None
+    time_to_best_s: float | None
+    best_dev: float | None
+
+
 class _IntegrityRequired(TypedDict):
     """rlbench/integrity/verdict.py: the verdict, its reasons and the events behind them."""
 
@@ -276,7 +298,7 @@ class CellResult:
     chosen_checkpoint: ChosenCheckpoint | None = None
     budget: Budget | None = None
     compute: Compute | None = None
-    capabilities: dict[str, Any] | None = None  # rlbench/scoring/capabilities.py: autonomy, recovery, ...
+    capabilities: Capabilities | None = None
     integrity: Integrity | None = None
     stage_failures: list[StageFailure] | None = None
     agent_run: dict[str, Any] | None = None  # harness/cell.py AgentHost.run: tool calls, budget hit, snapshots

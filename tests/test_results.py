@@ -219,3 +219,15 @@ def test_rlbench_run_exits_1_on_a_harness_crash_by_crash_by_not_by_the_words(tmp
     monkeypatch.setattr(suite, "run_suite", fake_run("agent", "harness: words the agent chose"))
     kept = CliRunner().invoke(app, args)
     assert kept.exit_code == 0, kept.output
+
+
+def test_capabilities_builds_exactly_the_typed_section():
+    from rlbench.results import Capabilities
+    from rlbench.scoring.capabilities import capabilities
+
+    traj = [{"tool": "exec", "seconds": 1.0, "cpu_s": 0.5, "result": {"returncode": 1, "ok": False, "max_rss_mb": 10.0}},
+            {"tool": "exec", "seconds": 2.0, "cpu_s": 1.5, "result": {"returncode": 0, "ok": True}}]
+    subs = [{"ok": True, "dev": 0.3, "t": 5.0, "checkpoint_hash": "h"}]
+    caps = capabilities(traj, subs, "ok", base_hash="b")
+    assert set(caps) == set(Capabilities.__annotations__)
+    assert caps["recovery"] == 1.0 and caps["correctness"] == 0.5 and caps["execution_cpu_seconds"] == 2.0

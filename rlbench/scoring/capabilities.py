@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from rlbench.results import Capabilities
+
 EXECUTIONS = ("exec", "python")
 
 
@@ -18,7 +20,7 @@ def _ran(step: dict[str, Any]) -> bool:
 
 
 def capabilities(trajectory: Sequence[dict[str, Any]], submissions: Sequence[dict[str, Any]], status: str,
-                 base_hash: str = "") -> dict[str, Any]:
+                 base_hash: str = "") -> Capabilities:
     """autonomy: a valid submission within the budget, with no harness intervention (status ok);
     recovery: of the executions that failed, the share followed later by a successful one;
     correctness: the share of executions that exit 0; efficiency: wall and CPU seconds of the
