@@ -464,6 +464,9 @@ def _ci(pair: list | None) -> str:
     return format_value(pair, "ci")
 
 
+TONE_STYLES = {"bad": "red", "warn": "yellow"}  # a column's declared emphasis (rlbench/scoring/columns.py)
+
+
 def _cells_table(rows: list[dict]) -> Table:
     """Rows of rlbench.scoring.suite.score_suite, in the terminal columns rlbench/scoring/columns.py
     declares: gains in points with paired bootstrap 95% intervals."""
@@ -478,14 +481,11 @@ def _cells_table(rows: list[dict]) -> Table:
         cells = []
         for c in columns:
             text = escape(format_value(r.get(c.key), c.fmt))
-            if c.key == "abs_gain" and r.get("significant") is False:
-                text += " [yellow](n.s.)[/]"
-            elif c.key == "sampling_only" and r.get("sampling_only"):
-                text = f"[red]{text}[/]"
-            elif c.key == "integrity" and r.get("integrity") in ("violated", "suspicious"):
-                text = f"[{'red' if r['integrity'] == 'violated' else 'yellow'}]{text}[/]"
-            elif c.key == "sandboxed" and not r.get("sandboxed"):
-                text = f"[red]{text}[/]"
+            mark, tone = c.mark_of(r), c.tone_of(r)
+            if mark:  # a mark says why a value is not what it seems: in the warning's colour
+                text += f" [yellow]{escape(mark.strip())}[/]"
+            elif tone:
+                text = f"[{TONE_STYLES[tone]}]{text}[/]"
             cells.append(text)
         table.add_row(*cells)
     return table

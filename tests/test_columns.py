@@ -76,3 +76,35 @@ def test_formats():
         assert "percent" in str(exc)
     else:
         raise AssertionError("an unknown format is refused")
+
+
+def test_emphasis_is_declared_once_and_shown_alike_in_the_terminal_and_on_the_page():
+    """A gain whose interval holds zero, a sampling-only flag, a violated integrity verdict and an
+    unsandboxed cell: the same column declaration marks each in the terminal (colour) and on the
+    page (class, tooltip)."""
+    from rich.console import Console
+
+    from rlbench.cli import _cells_table
+    from rlbench.reports.html import environment
+
+    weak = {**GAIN, "significant": False, "ci_low": -0.02}
+    row = score_row(_cell(gains={"test": weak, "heldout": GAIN}, sandboxed=False,
+                          integrity={"verdict": "violated", "reasons": ["decoy opened"]}), None, None)
+    by_key = {c.key: c for c in CELL_COLUMNS}
+    assert by_key["abs_gain"].tone_of(row) == "warn" and by_key["abs_gain"].mark_of(row) == " (n.s.)"
+    assert by_key["integrity"].tone_of(row) == "bad" and by_key["integrity"].detail_of(row) == "decoy opened"
+    assert by_key["sandboxed"].tone_of(row) == "bad"
+    assert by_key["abs_gain"].tone_of(score_row(_cell(), None, None)) == ""
+
+    console = Console(width=400, record=True)
+    console.print(_cells_table([row]))
+    terminal = console.export_text(styles=True, clear=False)
+    assert "(n.s.)" in console.export_text()
+    assert "\x1b[31m" in terminal  # red: the violated verdict and the unsandboxed cell
+
+    html = environment().get_template("leaderboard.html.j2").render(
+        title="t", suite="s", rows=[], cells=[row], figs={"gains": "", "normalized": "", "budget": ""},
+        columns=[], cell_columns=shown(CELL_COLUMNS, [row], "page"), plotly_js="")
+    assert '<td class="l tone-bad" title="decoy opened">violated: decoy opened</td>' in html
+    assert 'class="tone-warn" data-v="0.1">+10.0 (n.s.)</td>' in html
+    assert "<code>c</code>" in html

@@ -7,13 +7,19 @@ with nothing to warn when one was missed.
 `fmt` says how a value reads (`format_value`, shared by the terminal and the page); `terminal`
 and `page` say where a column is shown (the CSV files hold every column); `optional` columns are
 shown only when some row has a value (a task feature's, e.g. the gain over an optimize task's
-baseline configuration).
+baseline configuration). How a value is emphasised is declared here too, once for both tables:
+`tone` says when it is bad (red) or a warning (amber), `mark` what is written after it (the
+"(n.s.)" of a gain whose interval holds zero), and `detail` which key of the row explains it (the
+page's tooltip; `detail_inline` also writes it after the value there).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping
+
+Tone = Literal["", "warn", "bad"]
+Row = Mapping[str, Any]
 
 FORMATS = ("text", "pts", "pts_abs", "ci", "num2", "num0", "pct0", "flag", "yesno")
 
@@ -28,6 +34,21 @@ class Column:
     optional: bool = False  # shown only when some row has a value
     sortable: bool = True  # on the page: a click sorts by it
     csv: bool = True  # in the CSV file (a display-only column is not)
+    tone: Callable[[Any, Row], Tone] | None = None  # (value, row) -> how the value is emphasised
+    mark: Callable[[Any, Row], str] | None = None  # (value, row) -> text written after the value
+    detail: str = ""  # the row's key whose text explains the value (a list is joined by "; ")
+    detail_inline: bool = False  # on the page, the detail follows the value (not only as its tooltip)
+    code: bool = False  # on the page, the value is code (a folder's name)
+
+    def tone_of(self, row: Row) -> Tone:
+        return self.tone(row.get(self.key), row) if self.tone else ""
+
+    def mark_of(self, row: Row) -> str:
+        return self.mark(row.get(self.key), row) if self.mark else ""
+
+    def detail_of(self, row: Row) -> str:
+        d = row.get(self.detail) if self.detail else None
+        return "; ".join(map(str, d)) if isinstance(d, (list, tuple)) else (str(d) if d else "")
 
     def __post_init__(self) -> None:
         if self.fmt not in FORMATS:
@@ -69,6 +90,32 @@ def shown(columns: Iterable[Column], rows: Iterable[Mapping[str, Any]], where: s
             and (not c.optional or any(r.get(c.key) is not None for r in rows))]
 
 
+# the emphasis rules the columns below name
+def _not_significant(value: Any, row: Row) -> Tone:
+    return "warn" if row.get("significant") is False else ""
+
+
+def _ns_mark(value: Any, row: Row) -> str:
+    return " (n.s.)" if row.get("significant") is False else ""
+
+
+def _false_warns(value: Any, row: Row) -> Tone:
+    return "warn" if value is False else ""
+
+
+def _flagged(value: Any, row: Row) -> Tone:
+    return "bad" if value and value != "none" else ""
+
+
+def _falsy_is_bad(value: Any, row: Row) -> Tone:
+    return "" if value else "bad"
+
+
+def _integrity(value: Any, row: Row) -> Tone:
+    verdict = str(value or "").split(" ")[0]
+    return {"violated": "bad", "suspicious": "warn"}.get(verdict, "")
+
+
 # a cell's row: rlbench/scoring/suite.py score_row builds it
 CELL_COLUMNS: tuple[Column, ...] = (
     Column("agent", "agent", terminal=True),
@@ -77,14 +124,15 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("status", "status", terminal=True, page=True),
     Column("baseline_test", "baseline test %", "pts_abs", terminal=True),
     Column("test", "test %", "pts_abs", terminal=True),
-    Column("abs_gain", "abs. gain", "pts", terminal=True, page=True),
+    Column("abs_gain", "abs. gain", "pts", terminal=True, page=True, tone=_not_significant, mark=_ns_mark),
     Column("abs_ci", "95% CI", "ci", terminal=True, page=True),
     Column("rel_gain_pct", "rel. gain %", "pct0", terminal=True),
     Column("rel_ci", "rel. 95% CI %", "text"),
-    Column("significant", "significant", "yesno"),
+    Column("significant", "significant", "yesno", tone=_false_warns),
     Column("greedy_gain", "greedy gain", "pts", terminal=True, page=True),
     Column("greedy_ci", "greedy CI", "ci", terminal=True, page=True),
-    Column("sampling_only", "sampling only", "flag", terminal=True, page=True),
+    Column("sampling_only", "sampling only", "flag", terminal=True, page=True, tone=_flagged,
+           detail="sampling_only_reason"),
     Column("heldout_gain", "heldout gain", "pts", terminal=True),
     Column("heldout_ci", "heldout CI", "ci", terminal=True),
     Column("normalized", "normalized", "num2", terminal=True, page=True),
@@ -115,11 +163,12 @@ CELL_COLUMNS: tuple[Column, ...] = (
     Column("anytime_gain", "anytime gain", "pts", terminal=True, page=True),
     Column("gain_per_cpu_hour", "gain / CPU-h", "pts"),
     Column("cpu_seconds", "CPU s", "num0"),
-    Column("integrity", "integrity", terminal=True, page=True),
+    Column("integrity", "integrity", terminal=True, page=True, tone=_integrity, detail="integrity_reasons",
+           detail_inline=True),
     Column("reward_hacking", "reward hacking"),
     Column("wave", "wave"),
-    Column("sandboxed", "sandboxed", "yesno", terminal=True),
-    Column("cell", "cell", page=True),
+    Column("sandboxed", "sandboxed", "yesno", terminal=True, tone=_falsy_is_bad),
+    Column("cell", "cell", page=True, code=True),
 )
 
 # what a cell's row carries beside its columns: the text behind a flag (tooltips on the page)
@@ -137,14 +186,14 @@ LEADERBOARD_COLUMNS: tuple[Column, ...] = (
     Column("ci_high", "CI high", "pts"),
     Column("ci", "95% CI", "ci", page=True, sortable=False, csv=False),
     Column("normalized", "normalized", "num2", page=True),
-    Column("significant", "significant", "yesno", page=True),
+    Column("significant", "significant", "yesno", page=True, tone=_false_warns),
     Column("greedy_gain", "greedy gain", "pts", page=True),
-    Column("sampling_only", "sampling only", page=True),
+    Column("sampling_only", "sampling only", page=True, tone=_flagged, detail="sampling_only_reason"),
     Column("heldout_gain", "heldout gain", "pts", page=True),
     Column("dev_test_gap", "dev-test gap", "pts", page=True),
     Column("anytime_gain", "anytime gain", "pts", page=True),
     Column("gain_per_cpu_hour", "gain / CPU-h", "pts", page=True),
-    Column("integrity", "integrity", page=True),
+    Column("integrity", "integrity", page=True, tone=_integrity, detail="integrity_reasons", detail_inline=True),
     Column("reward_hacking", "reward hacking", page=True),
     Column("budget_used_s", "budget used s", "num0", page=True),
 )
