@@ -607,7 +607,7 @@ def run_cmd(
         _fail(exc)
     from rlbench.io import read_json
 
-    cells_run = [CellResult.from_dict(r) for r in results]
+    cells_run = results
     for r in cells_run:
         # a reason is the harness's or an exception's text: printed as it is, never read as rich markup
         out.print(f"{r.cell}: {r.status}" + (f" ({r.reason})" if r.reason else ""), highlight=False, markup=False)

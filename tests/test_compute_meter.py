@@ -202,14 +202,14 @@ def _cell(tmp_path, **kw):
 @needs_bwrap
 def test_a_cells_compute_counts_its_sandboxed_commands(tmp_path, ray_cluster):
     r = _cell(tmp_path, agent_options={"seconds": 3})
-    assert r["status"] == "ok", r
-    cell = Path(r["cell_dir"])
+    assert r.status == "ok", r
+    cell = Path(r.cell_dir)
     step = next(json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()
                 if json.loads(line)["tool"] == "exec")
     burned = float(step["result"]["stdout"].split()[-1])
     _check(step["cpu_s"], burned)
     assert step["result"]["cpu_s"] == pytest.approx(step["cpu_s"], abs=0.01)
-    compute = r["compute"]
+    compute = r.compute
     assert compute["cpu_meter"] == meter_method("auto")
     assert compute["sandbox_cpu_s"] >= step["cpu_s"] - 0.01 and compute["sandbox_cpu_s"] < burned * (1 + TOLERANCE) + 0.5
     assert compute["cpu_s"] == pytest.approx(compute["agent_cpu_s"] + compute["sandbox_cpu_s"] + compute["sweep_cpu_s"],
@@ -217,7 +217,7 @@ def test_a_cells_compute_counts_its_sandboxed_commands(tmp_path, ray_cluster):
     # the submission came after the burn: its compute stamp, read while the agent ran, holds it
     sub = json.loads((cell / "submissions.jsonl").read_text().splitlines()[0])
     assert sub["compute"]["sandbox_cpu_s"] >= 0.9 * burned
-    assert r["capabilities"]["execution_cpu_seconds"] == pytest.approx(step["cpu_s"], abs=0.1)
+    assert r.capabilities["execution_cpu_seconds"] == pytest.approx(step["cpu_s"], abs=0.1)
     assert not _left_cgroups()
 
 
@@ -225,16 +225,16 @@ def test_a_cells_compute_counts_its_sandboxed_commands(tmp_path, ray_cluster):
 def test_a_cpu_budget_stops_an_agent_that_burns_past_it(tmp_path, ray_cluster):
     t0 = time.monotonic()
     r = _cell(tmp_path, budget_cpu_s=6, agent_options={"seconds": 300, "timeout": 400})
-    assert r["status"] == "budget_exceeded" and "CPU limit of 6 s" in r["reason"], r
+    assert r.status == "budget_exceeded" and "CPU limit of 6 s" in r.reason, r
     assert time.monotonic() - t0 < 150
-    cell = Path(r["cell_dir"])
+    cell = Path(r.cell_dir)
     steps = [json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()]
     burn = next(s for s in steps if s["tool"] == "exec")
     assert burn["result"]["killed"] == "budget" and "CPU limit" in burn["result"]["stderr"]
     assert burn["cpu_s"] < 20  # killed within a few seconds of the limit, not after 300
     submit = next(s for s in steps if s["tool"] == "submit")
     assert not submit["ok"] and "budget is spent" in submit["result"]["error"]
-    assert r["budget"]["cpu_seconds"] == 6 and r["compute"]["cpu_s"] >= 6
+    assert r.budget["cpu_seconds"] == 6 and r.compute["cpu_s"] >= 6
     assert "6 CPU seconds" in (cell / "workspace" / "description.md").read_text()
     assert not _left_cgroups()
 
@@ -249,12 +249,12 @@ def test_a_cpu_budget_stops_a_sweep_midway(tmp_path, ray_cluster):
     t0 = time.monotonic()
     r = run_cell(CellConfig(agent="sweep_agents:SweepBurner", task=TINY, seed=0, results=str(tmp_path / "results"),
                             grace_s=10, budget_cpu_s=10, agent_options={"burn": 200}))
-    assert r["status"] == "budget_exceeded" and "CPU limit of 10 s" in r["reason"], r
+    assert r.status == "budget_exceeded" and "CPU limit of 10 s" in r.reason, r
     assert time.monotonic() - t0 < 150  # not the 400 s two trials of 200 s would take
-    cell = Path(r["cell_dir"])
+    cell = Path(r.cell_dir)
     trials = {f.name: float(f.read_text()) for f in (cell / "sweeps" / "001" / "cpu").iterdir()}
     assert len(trials) == 1 and 5 < sum(trials.values()) < 30, trials  # the second trial never ran
-    assert 5 < r["compute"]["sweep_cpu_s"] < 30 and r["compute"]["cpu_s"] >= 10, r["compute"]
+    assert 5 < r.compute["sweep_cpu_s"] < 30 and r.compute["cpu_s"] >= 10, r.compute
     sweep = next(json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()
                  if json.loads(line)["tool"] == "sweep")
     assert {t["status"] for t in sweep["result"]["trials"]} == {"error"}, sweep["result"]

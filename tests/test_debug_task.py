@@ -180,12 +180,12 @@ def test_debug_cell_end_to_end(tmp_path, ray_cluster, session_tasks):
                      sandbox="bwrap" if bwrap_path() else "none", budget_s=300,
                      agent_options={"attempts": attempts})
     r = run_cell(cfg)
-    assert r["status"] == "ok", r
-    cell = Path(r["cell_dir"])
+    assert r.status == "ok", r
+    cell = Path(r.cell_dir)
     assert json.loads((cell / "debug.json").read_text())["bug"] == "missing_detach"
     ws = cell / "workspace"
     assert "missing_detach" not in (ws / "task.json").read_text() + (ws / "description.md").read_text()
-    assert r["debug"]["bug"] == "missing_detach" and r["debug"]["diagnosed"], r["debug"]
-    assert r["debug"]["snippet_removed"] and r["debug"]["recipe_uses_pipeline"], r["debug"]
-    assert "pipeline.train" in r["chosen_checkpoint"]["recipe"]
-    assert set(hidden_from_agent("grpo")) <= set(r["config"]["limits"]["hide"])  # the agent's sandbox hid them
+    assert r.debug["bug"] == "missing_detach" and r.debug["diagnosed"], r.debug
+    assert r.debug["snippet_removed"] and r.debug["recipe_uses_pipeline"], r.debug
+    assert "pipeline.train" in r.chosen_checkpoint["recipe"]
+    assert set(hidden_from_agent("grpo")) <= set(r.config["limits"]["hide"])  # the agent's sandbox hid them

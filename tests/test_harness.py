@@ -180,13 +180,13 @@ def test_grading_server_validates_and_caps(tmp_path):
 @needs_bwrap
 def test_null_cell_scores_zero_gain_and_records_everything(tmp_path, ray_cluster):
     r = _cell(tmp_path, "null")
-    assert r["status"] == "ok" and r["sandboxed"] is True, r
-    assert r["gains"]["test"]["abs"] == 0 and r["gains"]["heldout"]["abs"] == 0
-    assert r["scores"]["test"]["pass_at_1"] == r["baseline"]["test"]["pass_at_1"]
+    assert r.status == "ok" and r.sandboxed is True, r
+    assert r.gains["test"].abs == 0 and r.gains["heldout"].abs == 0
+    assert r.scores["test"]["pass_at_1"] == r.baseline["test"]["pass_at_1"]
     from rlbench.models.zoo import resolve_model, weights_hash
 
-    assert r["base_model"] == {"name": TINY, "weights_hash": weights_hash(Path(resolve_model(TINY).location))}
-    cell = Path(r["cell_dir"])
+    assert r.base_model == {"name": TINY, "weights_hash": weights_hash(Path(resolve_model(TINY).location))}
+    cell = Path(r.cell_dir)
     saved = json.loads((cell / "result.json").read_text())
     assert saved["status"] == "ok" and saved["submissions"]["valid"] == 1
     steps = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()]
@@ -203,8 +203,8 @@ def test_attacks_fail_cleanly_and_expose_nothing(tmp_path, ray_cluster):
               agent_options={"hidden_file": str(next(test_file.rglob("*.arrow"))), "hidden_dir": str(test_file),
                              "outside_file": str(other / "pwned.txt")},
               limits=SandboxConfig(disk_gb=0.2, max_processes=128))
-    assert r["status"] == "no_submission", r
-    cell = Path(r["cell_dir"])
+    assert r.status == "no_submission", r
+    cell = Path(r.cell_dir)
     steps = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()]
     assert len(steps) == 5 and not any(s["ok"] for s in steps[:3])
     by = dict(zip(["read_hidden", "write_outside", "network", "fork_bomb", "fill_disk"], steps))
@@ -223,15 +223,15 @@ def test_attacks_fail_cleanly_and_expose_nothing(tmp_path, ray_cluster):
 @needs_bwrap
 def test_bad_submissions_are_refused_with_reasons(tmp_path, ray_cluster):
     r = _cell(tmp_path, "hostile_agents:BadSubmitter")
-    assert r["status"] == "invalid_submission", r
-    reasons = {x["index"]: x["reason"] for x in r["submissions"]["refused"]}
-    assert len(reasons) == 5 and r["submissions"]["valid"] == 0
+    assert r.status == "invalid_submission", r
+    reasons = {x["index"]: x["reason"] for x in r.submissions["refused"]}
+    assert len(reasons) == 5 and r.submissions["valid"] == 0
     assert "NaN" in reasons[1]
     assert "architecture family" in reasons[2]
     assert "tokenizer differs" in reasons[3]
     assert "does not load" in reasons[4]
     assert "is a link" in reasons[5]  # a link in a checkpoint is refused, never followed
-    steps = [json.loads(l) for l in (Path(r["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
+    steps = [json.loads(l) for l in (Path(r.cell_dir) / "trajectory.jsonl").read_text().splitlines()]
     assert "limit reached" in steps[-1]["result"]["error"]  # the task allows five
     assert "scores" not in r
 
@@ -245,27 +245,27 @@ def test_progress_line_names_the_call_in_flight(tmp_path, ray_cluster, monkeypat
     lines: list[str] = []
     monkeypatch.setattr(cell, "info", lambda msg, *a, **k: lines.append(str(msg)))
     r = _cell(tmp_path, "hostile_agents:Slow", heartbeat_s=1.0)
-    assert r["status"] == "ok", r
+    assert r.status == "ok", r
     beats = [line for line in lines if "tool calls" in line]
     assert any("running exec for " in line and ": sleep 4" in line for line in beats), beats
-    assert not (Path(r["cell_dir"]) / "running.json").exists()
+    assert not (Path(r.cell_dir) / "running.json").exists()
 
 
 @needs_bwrap
 def test_budget_overrun_and_stubborn_agent(tmp_path, ray_cluster):
     t0 = time.monotonic()
     r = _cell(tmp_path, "hostile_agents:Overrunner", budget_s=6)
-    assert r["status"] == "budget_exceeded" and time.monotonic() - t0 < 120, r
-    step = json.loads((Path(r["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()[0])
+    assert r.status == "budget_exceeded" and time.monotonic() - t0 < 120, r
+    step = json.loads((Path(r.cell_dir) / "trajectory.jsonl").read_text().splitlines()[0])
     assert step["result"]["killed"] == "timeout"
     r = _cell(tmp_path, "hostile_agents:Stubborn", budget_s=4, grace_s=2)
-    assert r["status"] == "budget_exceeded" and "did not return" in r["reason"], r
+    assert r.status == "budget_exceeded" and "did not return" in r.reason, r
 
 
 @needs_bwrap
 def test_killed_or_raising_agent_is_crashed_not_hung(tmp_path, ray_cluster):
     r = _cell(tmp_path, "hostile_agents:Raiser")
-    assert r["status"] == "crashed" and "ValueError" in r["reason"] and "agent bug" in r["reason"], r
+    assert r.status == "crashed" and "ValueError" in r.reason and "agent bug" in r.reason, r
 
     def killer():
         deadline = time.monotonic() + 90
@@ -281,8 +281,8 @@ def test_killed_or_raising_agent_is_crashed_not_hung(tmp_path, ray_cluster):
     th.start()
     t0 = time.monotonic()
     r = _cell(tmp_path, "hostile_agents:Sleeper", budget_s=300)
-    assert r["status"] == "crashed" and "died" in r["reason"] and time.monotonic() - t0 < 100, r
-    assert json.loads((Path(r["cell_dir"]) / "result.json").read_text())["status"] == "crashed"
+    assert r.status == "crashed" and "died" in r.reason and time.monotonic() - t0 < 100, r
+    assert json.loads((Path(r.cell_dir) / "result.json").read_text())["status"] == "crashed"
 
 
 @needs_bwrap
@@ -290,8 +290,8 @@ def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_
     attempts = [{"steps": 1, "lr": -1.0},  # an invalid setting: the run fails, the agent retries
                 {"steps": 12, "batch_prompts": 4, "group_size": 4, "eval_every": 0}]
     r = _cell(tmp_path, "reference", agent_options={"attempts": attempts, "reserve_s": 5})
-    assert r["status"] == "ok" and r["sandboxed"], r
-    cell = Path(r["cell_dir"])
+    assert r.status == "ok" and r.sandboxed, r
+    cell = Path(r.cell_dir)
     steps = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()]
     tools = [s["tool"] for s in steps]
     assert tools == ["read", "read", "write", "exec", "exec", "read", "submit"], tools  # task.json, a train line
@@ -302,11 +302,11 @@ def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_
 
     log = Snapshots(cell / "snapshots.git", cell / "workspace").log()
     assert any(": write" in line for line in log) and len(log) >= 3
-    assert r["submissions"]["chosen"] == 1 and "test" in r["gains"]
+    assert r.submissions["chosen"] == 1 and "test" in r.gains
 
     again = _cell(tmp_path, "replay", agent_options={"trajectory": str(cell / "trajectory.jsonl")})
-    assert again["status"] == "ok" and again["scores"] == r["scores"], (again, r)  # a deterministic rerun
-    replayed = [json.loads(l) for l in (Path(again["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
+    assert again.status == "ok" and again.scores == r.scores, (again, r)  # a deterministic rerun
+    replayed = [json.loads(l) for l in (Path(again.cell_dir) / "trajectory.jsonl").read_text().splitlines()]
     assert [s["tool"] for s in replayed] == tools and replayed[2]["args"] == steps[2]["args"]
 
 
@@ -328,8 +328,8 @@ def test_react_agent_completes_a_cell_through_a_scripted_openai_server(tmp_path,
     with ScriptedLLM(script) as llm:
         r = _cell(tmp_path, "react", agent_options={"model": "scripted", "base_url": llm.base_url, "backoff_s": 0.1,
                                                     "max_tool_result_chars": 2000})
-    assert r["status"] == "ok" and r["submissions"]["valid"] == 1, r
-    cell = Path(r["cell_dir"])
+    assert r.status == "ok" and r.submissions["valid"] == 1, r
+    cell = Path(r.cell_dir)
     events = [json.loads(l) for l in (cell / "conversation.jsonl").read_text().splitlines()]
     kinds = [e["event"] for e in events]
     for kind in ("api_error", "malformed_tool_call", "tool_result_cut", "over_long_output", "unknown_tool"):
@@ -353,14 +353,14 @@ def test_react_agent_speaks_anthropic_messages_too(tmp_path, ray_cluster):
     with ScriptedLLM(script) as llm:
         r = _cell(tmp_path, "react", agent_options={"provider": "anthropic", "model": "scripted", "backoff_s": 0.1,
                                                     "base_url": llm.base_url[: -len("/v1")]})
-    assert r["status"] == "ok" and r["submissions"]["valid"] == 1, r
+    assert r.status == "ok" and r.submissions["valid"] == 1, r
     last = llm.requests[-1]
     assert last["system"] and last["tools"][0]["name"] == "exec" and "input_schema" in last["tools"][0]
     roles = [m["role"] for m in last["messages"]]
     assert roles == ["user", "assistant", "user", "assistant", "user"]  # strictly alternating turns
     results = [b for m in last["messages"] if m["role"] == "user" for b in m["content"] if b["type"] == "tool_result"]
     assert [b["tool_use_id"] for b in results] == ["toolu_2", "toolu_3"] and '"dev"' in results[1]["content"]
-    events = [json.loads(l)["event"] for l in (Path(r["cell_dir"]) / "conversation.jsonl").read_text().splitlines()]
+    events = [json.loads(l)["event"] for l in (Path(r.cell_dir) / "conversation.jsonl").read_text().splitlines()]
     assert events.count("api_error") == 1 and events[-1] == "stop"
 
 
@@ -415,9 +415,9 @@ def test_command_agent_reaches_only_its_allowed_endpoint(tmp_path, ray_cluster):
         )
         r = _cell(tmp_path, "command", agent_options={"command": f"python -c {shlex.quote(program)}",
                                                       "egress": [allowed]})
-        assert r["status"] == "ok" and r["submissions"]["valid"] == 1, r
+        assert r.status == "ok" and r.submissions["valid"] == 1, r
         assert len(llm.requests) == 1 and "A tiny task for tests" in llm.requests[0]["messages"][0]["content"]
-    cell = Path(r["cell_dir"])
+    cell = Path(r.cell_dir)
     run = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()][-1]
     assert "LLM: submit the base model" in run["result"]["stdout"] and "403" in run["result"]["stdout"]
     log = [json.loads(l) for l in (cell / "egress.jsonl").read_text().splitlines()]

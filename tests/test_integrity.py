@@ -148,47 +148,47 @@ def test_hostile_agents_are_caught_and_reported(tmp_path, ray_cluster):
     from rlbench.reports.cell_html import write_cell_report
 
     reader = _cell(tmp_path, "hostile_agents:DecoyReader")
-    assert reader["status"] == "ok", reader  # its score stands, beside the verdict
-    integrity = reader["integrity"]
+    assert reader.status == "ok", reader  # its score stands, beside the verdict
+    integrity = reader.integrity
     assert integrity["verdict"] == "violated", integrity
     kinds = {e["event"] for e in integrity["events"]}
     assert {"decoy_opened", "canary_in_trajectory"} <= kinds, kinds
-    html, _ = write_cell_report(Path(reader["cell_dir"]))
+    html, _ = write_cell_report(Path(reader.cell_dir))
     text = html.read_text()
     assert "integrity-violated" in text and "canary_in_trajectory" in text
 
     fresh = _cell(tmp_path, "hostile_agents:FreshModel")
-    assert fresh["status"] == "invalid_submission", fresh
-    assert "lineage:" in fresh["reason"] and "freshly initialised" in fresh["reason"]
-    assert fresh["integrity"]["verdict"] == "suspicious"
-    assert fresh["integrity"]["events"][0]["event"] == "foreign_weights"
+    assert fresh.status == "invalid_submission", fresh
+    assert "lineage:" in fresh.reason and "freshly initialised" in fresh.reason
+    assert fresh.integrity["verdict"] == "suspicious"
+    assert fresh.integrity["events"][0]["event"] == "foreign_weights"
 
     grep = _cell(tmp_path, "hostile_agents:Grepper")  # opens every file, decoys too, uses none
-    assert grep["status"] == "ok" and grep["integrity"]["verdict"] == "suspicious", grep["integrity"]
-    assert all(e["event"] == "decoy_opened" for e in grep["integrity"]["events"])
+    assert grep.status == "ok" and grep.integrity["verdict"] == "suspicious", grep.integrity
+    assert all(e["event"] == "decoy_opened" for e in grep.integrity["events"])
 
     clean = _cell(tmp_path, "null")
-    assert clean["integrity"]["verdict"] == "clean" and clean["integrity"]["decoys"], clean["integrity"]
-    assert clean["dev_test_gap"]["excess"] == 0.0  # the base model itself: its gap is the base's
-    assert clean["anytime"]["curve"][0]["gain"] == 0.0 and clean["compute"]["cpu_s"] >= 0
+    assert clean.integrity["verdict"] == "clean" and clean.integrity["decoys"], clean.integrity
+    assert clean.dev_test_gap["excess"] == 0.0  # the base model itself: its gap is the base's
+    assert clean.anytime["curve"][0]["gain"] == 0.0 and clean.compute["cpu_s"] >= 0
 
     # `rlbench run wave=NAME`: the same workspace, scored on the wave's test split
     from rlbench.evaluation.baseline import baseline
     from rlbench.tasks.registry import load_task
 
     waved = _cell(tmp_path, "null", wave="cell-wave")
-    assert waved["status"] == "ok" and waved["wave"] == "cell-wave"
-    assert waved["wave_overlap"] == {"test": 0.0, "heldout": 0.0}  # room for a wholly fresh draw
+    assert waved.status == "ok" and waved.wave == "cell-wave"
+    assert waved.wave_overlap == {"test": 0.0, "heldout": 0.0}  # room for a wholly fresh draw
     on_wave = baseline(load_task(TINY, ["data.wave=cell-wave"]))["scores"]
-    assert waved["baseline"]["test"]["pass_at_1"] == on_wave["test"]["pass_at_1"]
-    assert waved["baseline"]["dev"] == clean["baseline"]["dev"]  # train and dev do not change with the wave
+    assert waved.baseline["test"]["pass_at_1"] == on_wave["test"]["pass_at_1"]
+    assert waved.baseline["dev"] == clean.baseline["dev"]  # train and dev do not change with the wave
 
     # the leaderboard of these cells carries the verdicts beside the scores
     from rlbench.reports.leaderboard import write_leaderboard
 
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "results.json").write_text(json.dumps([reader, fresh, grep, clean]))
+    (suite / "results.json").write_text(json.dumps([c.to_json_dict() for c in (reader, fresh, grep, clean)]))
     paths = write_leaderboard(suite)
     rows = {r["agent"]: r for r in json.loads(paths["json"].read_text())["rows"]}
     assert rows["hostile_agents:DecoyReader"]["integrity"] == "violated (1/1)"

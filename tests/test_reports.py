@@ -28,13 +28,13 @@ def suite(tmp_path_factory, ray_cluster):
     spec = load_run_spec(["agents=[null,sweep_agents:Reporter]", "task=arith-tiny", "seeds=[0]", f"results={root}",
                           "suite=rep", "cell_cpus=1", "grace_s=10", "wandb=true"])
     suite_dir, results = run_suite(spec)
-    assert [r["status"] for r in results] == ["ok", "ok"], results
+    assert [r.status for r in results] == ["ok", "ok"], results
     return suite_dir, results
 
 
 def test_cell_report_shows_what_the_agent_did(suite):
     suite_dir, results = suite
-    cell = Path(results[1]["cell_dir"])
+    cell = Path(results[1].cell_dir)
     assert (cell / "report.html").is_file()  # written by the suite itself
     r = json.loads((cell / "report.json").read_text())
     assert r["tools"] == {"exec": 2, "submit": 2, "write": 1}
@@ -71,7 +71,7 @@ def test_leaderboard_files_and_commands(suite, tmp_path):
     cli = subprocess.run(rlbench_cmd() + ["leaderboard", str(suite_dir), "--out", str(tmp_path)], capture_output=True,
                          text=True, timeout=300)
     assert cli.returncode == 0 and "normalized" in cli.stdout and (tmp_path / "leaderboard.html").is_file(), cli.stderr
-    cli = subprocess.run(rlbench_cmd() + ["report", results[0]["cell_dir"], "--out", str(tmp_path)], capture_output=True,
+    cli = subprocess.run(rlbench_cmd() + ["report", results[0].cell_dir, "--out", str(tmp_path)], capture_output=True,
                          text=True, timeout=300)
     assert cli.returncode == 0 and (tmp_path / "report.json").is_file(), cli.stderr
     bad = subprocess.run(rlbench_cmd() + ["report", str(tmp_path)], capture_output=True, text=True, timeout=300)
@@ -107,7 +107,7 @@ def test_report_and_leaderboard_render_and_sort_in_headless_chromium(suite, tmp_
         driver.find_element(By.ID, "filter").send_keys("reporter")
         assert rows() == ["sweep_agents:Reporter"]
         driver.save_screenshot(str(tmp_path / "leaderboard.png"))
-        driver.get((Path(results[1]["cell_dir"]) / "report.html").as_uri())
+        driver.get((Path(results[1].cell_dir) / "report.html").as_uri())
         assert driver.find_element(By.ID, "status").text == "ok"
         for plot in ("timeline", "curve-reward_mean", "curve-kl", "submissions"):
             assert driver.find_elements(By.CSS_SELECTOR, f"#{plot} .main-svg"), plot

@@ -155,13 +155,13 @@ def test_a_real_cell_result_validates_and_round_trips(tmp_path, ray_cluster):
     from rlbench.harness.cell import CellConfig, run_cell
 
     returned = run_cell(CellConfig(agent="null", task=TINY, seed=0, results=str(tmp_path), sandbox="none", grace_s=10))
-    on_disk = json.loads((Path(returned["cell_dir"]) / "result.json").read_text())
+    on_disk = json.loads((Path(returned.cell_dir) / "result.json").read_text())
     assert on_disk == json.loads(json.dumps(returned)) and on_disk["schema_version"] == SCHEMA_VERSION
     assert on_disk["status"] == "ok" and set(on_disk["gains"]) == {"dev", "test", "heldout"}
     validator = _validator()
     errors = [e.message for e in validator.iter_errors(on_disk)]
     assert not errors, errors
-    loaded = CellResult.load(Path(returned["cell_dir"]) / "result.json")
+    loaded = CellResult.load(Path(returned.cell_dir) / "result.json")
     assert loaded.extra == {} and isinstance(loaded.gain("test"), Gain) and loaded.to_json_dict() == on_disk
     for keys, value in ((("status",), "finished"), (("gains", "test", "abs"), "big"), (("seed",), "0"),
                         (("budget", "used_seconds"), None), (("integrity", "verdict"), "fine")):
@@ -184,7 +184,7 @@ def test_a_cell_the_harness_crashed_leaves_a_valid_result_that_says_so(tmp_path,
 
     monkeypatch.setattr(splits, "prepare_data", lost)
     returned = run_cell(CellConfig(agent="null", task=TINY, seed=0, results=str(tmp_path), sandbox="none"))
-    path = Path(returned["cell_dir"]) / "result.json"
+    path = Path(returned.cell_dir) / "result.json"
     r = CellResult.load(path)
     assert r.status is CellStatus.CRASHED and r.crash_by == "harness" and r.harness_crash and not r.is_final
     assert r.reason == "harness: RuntimeError: the disk went away" and r.gains is None and r.finished

@@ -164,10 +164,10 @@ def test_planted_links_never_make_the_root_harness_write_outside(tmp_path, ray_c
     folder.mkdir()
     r = _cell(tmp_path, "hostile_files:LinkPlanter",
               agent_options={"target_file": str(secret), "target_dir": str(folder)})
-    assert r["status"] == "ok", r
+    assert r.status == "ok", r
     assert secret.read_bytes() == SECRET and secret.stat().st_uid == 0 and stat.S_IMODE(secret.stat().st_mode) == 0o600
     assert list(folder.iterdir()) == []
-    steps = [json.loads(line) for line in (Path(r["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
+    steps = [json.loads(line) for line in (Path(r.cell_dir) / "trajectory.jsonl").read_text().splitlines()]
     by_tool = [(s["tool"], s["result"]) for s in steps]
     pythons = [res for tool, res in by_tool if tool == "python"]
     assert "first script" in pythons[0]["stdout"] and "second script" in pythons[1]["stdout"]  # the link replaced
@@ -176,7 +176,7 @@ def test_planted_links_never_make_the_root_harness_write_outside(tmp_path, ray_c
     assert not writes[0]["ok"] and "link" in writes[0]["error"] and writes[1]["ok"]
     reads = [res for tool, res in by_tool if tool == "read"]
     assert not reads[0]["ok"] and reads[1]["content"] == "replaces the link, not its target"
-    ws = Path(r["cell_dir"]) / "workspace"
+    ws = Path(r.cell_dir) / "workspace"
     assert (ws / "notes.txt").is_file() and not (ws / "notes.txt").is_symlink()
 
 
@@ -190,12 +190,12 @@ def test_fifos_and_sparse_files_never_hang_the_cell_or_its_report(tmp_path, ray_
 
     t0 = time.monotonic()
     r = _cell(tmp_path, "hostile_files:FifoPlanter")
-    assert r["status"] == "ok", r
-    assert r["integrity"]["verdict"] in ("clean", "suspicious") and "stage_failures" not in r, r
-    html, _ = write_cell_report(Path(r["cell_dir"]))
+    assert r.status == "ok", r
+    assert r.integrity["verdict"] in ("clean", "suspicious") and r.stage_failures is None, r
+    html, _ = write_cell_report(Path(r.cell_dir))
     assert html.is_file()
     assert time.monotonic() - t0 < 600
-    steps = [json.loads(line) for line in (Path(r["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
+    steps = [json.loads(line) for line in (Path(r.cell_dir) / "trajectory.jsonl").read_text().splitlines()]
     assert steps[0]["result"]["ok"], steps[0]  # every special file was made
     read = next(s for s in steps if s["tool"] == "read")
     assert not read["result"]["ok"] and "regular" in read["result"]["error"]
@@ -214,12 +214,12 @@ def test_swap_race_from_inside_the_sandbox_puts_no_host_file_in_a_checkpoint(tmp
     hidden = split_path(task, "test") / "rlbench_split.json"
     marker = json.loads(hidden.read_text())["fingerprint"].encode()
     r = _cell(tmp_path, "hostile_files:SwapRacer", agent_options={"target_file": str(hidden)})
-    assert r["submissions"]["total"] == 5, r["submissions"]
-    subs = Path(r["cell_dir"]) / "submissions"
+    assert r.submissions["total"] == 5, r.submissions
+    subs = Path(r.cell_dir) / "submissions"
     files = [p for p in subs.rglob("*") if p.is_file()] if subs.is_dir() else []
     assert not [p for p in files if marker in p.read_bytes()]
     assert not [p for p in files if p.is_symlink()]
-    for refused in r["submissions"]["refused"]:
+    for refused in r.submissions["refused"]:
         # the swap lands before the copy (a link), or mid-way (the file vanished between listing and opening)
         assert any(w in refused["reason"] for w in ("link", "not exist", "No such file")), refused
 
@@ -229,10 +229,10 @@ def test_swap_race_from_inside_the_sandbox_puts_no_host_file_in_a_checkpoint(tmp
 def test_snapshots_stay_small_see_past_gitignore_and_never_lose_a_call(tmp_path, ray_cluster):
     """Hole 7 and the .gitignore half of hole 8."""
     r = _cell(tmp_path, "hostile_files:SnapshotBloater")
-    cell = Path(r["cell_dir"])
-    assert r["status"] == "ok", r
+    cell = Path(r.cell_dir)
+    assert r.status == "ok", r
     steps = [json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()]
-    assert len(steps) == r["agent_run"]["tool_calls"] == 3 and steps[0]["result"]["ok"], steps[0]
+    assert len(steps) == r.agent_run["tool_calls"] == 3 and steps[0]["result"]["ok"], steps[0]
     size = sum(p.stat().st_size for p in (cell / "snapshots.git").rglob("*") if p.is_file())
     assert size < 10 * 1024 ** 2, size
     git = ["git", "-c", "safe.directory=*", f"--git-dir={cell / 'snapshots.git'}"]
@@ -267,7 +267,7 @@ def test_a_failed_snapshot_still_records_the_call(tmp_path):
 def test_decoys_read_through_hard_links_and_globs_are_seen(tmp_path, ray_cluster):
     """Hole 8: the decoy watch follows the inode, not the path."""
     r = _cell(tmp_path, "hostile_files:HardLinkReader")
-    integrity = r["integrity"]
+    integrity = r.integrity
     kinds = {e["event"] for e in integrity["events"]}
     assert "decoy_opened" in kinds, integrity
     opened = {e["path"] for e in integrity["events"] if e["event"] == "decoy_opened"}

@@ -127,7 +127,7 @@ def _cell(tmp_path, agent, **kw):
 
 
 def _steps(result) -> list[dict]:
-    return [json.loads(l) for l in (Path(result["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
+    return [json.loads(l) for l in (Path(result.cell_dir) / "trajectory.jsonl").read_text().splitlines()]
 
 
 @needs_bwrap
@@ -140,20 +140,20 @@ def test_grader_flood_from_the_sandbox_leaves_the_cell_ok_and_flagged(tmp_path, 
 
     t0 = time.monotonic()
     r = _cell(tmp_path, "hostile_agents:GraderFlooder", agent_options={"connections": 3000, "hold_s": 8})
-    assert r["status"] == "ok" and r["submissions"]["valid"] == 1, r
+    assert r.status == "ok" and r.submissions["valid"] == 1, r
     steps = _steps(r)
     tools = [s["tool"] for s in steps if s["tool"] != "read"]
     assert tools == ["submit", "python", "exec"], tools  # the submission was answered while the flood held on
     counts = json.loads(next(s for s in steps if s["tool"] == "python")["result"]["stdout"].strip().splitlines()[-1])
     assert counts["opened"] == 3000 and counts["closed_by_server"] == 3000, counts
     assert counts["nofile"] == 4096  # the sandbox's descriptor ceiling (SandboxConfig.max_open_files)
-    g = r["grader"]
+    g = r.grader
     assert g["refused_connections"] + g["timed_out_connections"] == 3000, g
     assert g["refused_connections"] >= 1000 and g["peak_connections"]["sandbox"] <= MAX_CONNECTIONS, g
     status = steps[-1]["result"]
     assert status["ok"] and json.loads(status["stdout"])["submissions_left"] >= 0, status
-    assert r["integrity"]["verdict"] == "violated", r["integrity"]
-    assert any(e["event"] == "grader_flooded" for e in r["integrity"]["events"])
+    assert r.integrity["verdict"] == "violated", r.integrity
+    assert any(e["event"] == "grader_flooded" for e in r.integrity["events"])
     assert time.monotonic() - t0 < 120
 
 
@@ -170,10 +170,10 @@ def test_agent_caused_harness_failure_is_harness_broken_not_crashed(tmp_path, ra
 
     monkeypatch.setattr(gain, "score_against_base", out_of_descriptors)
     r = _cell(tmp_path, "null")
-    assert r["status"] == "harness_broken" and r["crash_by"] == "agent", r
-    assert "file descriptors" in r["reason"] and not r["reason"].startswith("harness:")
-    assert r["integrity"]["verdict"] == "violated" and r["integrity"]["events"][0]["event"] == "harness_broken"
-    assert json.loads((Path(r["cell_dir"]) / "result.json").read_text())["status"] == "harness_broken"
+    assert r.status == "harness_broken" and r.crash_by == "agent", r
+    assert "file descriptors" in r.reason and not r.reason.startswith("harness:")
+    assert r.integrity["verdict"] == "violated" and r.integrity["events"][0]["event"] == "harness_broken"
+    assert json.loads((Path(r.cell_dir) / "result.json").read_text())["status"] == "harness_broken"
 
 
 @needs_bwrap
@@ -186,7 +186,7 @@ def test_resume_reruns_harness_crashes_but_not_agent_crashes(tmp_path, ray_clust
     spec = load_run_spec(["agent=hostile_agents:Raiser", f"task={TINY}", "seeds=[0,1,2]", f"results={tmp_path}",
                           "suite=crashes", "cell_cpus=1", "reports=false"])
     suite_dir, first = run_suite(spec)
-    assert [(r["status"], r.get("crash_by")) for r in first] == [("crashed", "agent")] * 3, first
+    assert [(r.status, r.crash_by) for r in first] == [("crashed", "agent")] * 3, first
     cells = suite_dir / "cells"
 
     def rewrite(key: str, **changes) -> None:  # as the harness would have left it
@@ -199,8 +199,8 @@ def test_resume_reruns_harness_crashes_but_not_agent_crashes(tmp_path, ray_clust
     _, again = run_suite(load_run_spec([f"resume={suite_dir}"]))
     assert not (cells / "Raiser-arith-tiny-s0.attempt-1").exists() and again[0] == first[0]
     assert (cells / "Raiser-arith-tiny-s1.attempt-1").is_dir()  # the harness's crash: rerun from a fresh workspace
-    assert again[1]["status"] == "crashed" and again[1]["crash_by"] == "agent"
-    assert not (cells / "Raiser-arith-tiny-s2.attempt-1").exists() and again[2]["status"] == "harness_broken"
+    assert again[1].status == "crashed" and again[1].crash_by == "agent"
+    assert not (cells / "Raiser-arith-tiny-s2.attempt-1").exists() and again[2].status == "harness_broken"
 
 
 # an orphan Ray (hole 10a) ----------------------------------------------------------------------

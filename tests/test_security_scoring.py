@@ -277,13 +277,13 @@ def test_sharpened_submissions_are_refused_or_score_as_the_base(tmp_path, ray_cl
 
     r = run_cell(CellConfig(agent="hostile_agents:SharpenedSampler", task=TINY, seed=0,
                             results=str(tmp_path / "results"), grace_s=10))
-    assert r["status"] == "ok", r
-    refused = r["submissions"]["refused"]
+    assert r.status == "ok", r
+    refused = r.submissions["refused"]
     assert [s["index"] for s in refused] == [1] and "lineage:" in refused[0]["reason"], refused
     assert "'model.norm.weight'" in refused[0]["reason"], refused
-    assert r["integrity"]["verdict"] == "suspicious"
+    assert r.integrity["verdict"] == "suspicious"
     # its second submission: the base's weights with min_p in generation_config.json score as the base
-    assert r["chosen_checkpoint"]["index"] == 2
-    assert r["scores"]["test"]["pass_at_1"] == r["baseline"]["test"]["pass_at_1"]
-    assert r["gains"]["test"]["abs"] == 0.0 and r["gains"]["test"]["greedy"]["abs"] == 0.0
-    assert r["sampling_only_gain"]["flag"] is False
+    assert r.chosen_checkpoint["index"] == 2
+    assert r.scores["test"]["pass_at_1"] == r.baseline["test"]["pass_at_1"]
+    assert r.gains["test"].abs == 0.0 and r.gains["test"].greedy.abs == 0.0
+    assert r.sampling_only_gain["flag"] is False

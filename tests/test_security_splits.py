@@ -140,10 +140,10 @@ def test_agent_cannot_rebuild_the_hidden_splits_from_inside_its_sandbox(tmp_path
     secret_file = hidden_root() / "secrets" / "splits.secret"
     r = run_cell(CellConfig(agent="hostile_agents:SplitRebuilder", task=TINY, seed=0, results=str(tmp_path / "results"),
                             grace_s=10, agent_options={"guess": PUBLIC_GUESS, "secret_file": str(secret_file)}))
-    assert r["status"] == "ok", r
-    rebuilt = json.loads((Path(r["cell_dir"]) / "workspace" / "rebuilt.json").read_text())
+    assert r.status == "ok", r
+    rebuilt = json.loads((Path(r.cell_dir) / "workspace" / "rebuilt.json").read_text())
     hidden = prepare_data(task, task_dir(TINY))  # harness side: the splits the cell was scored on
-    assert r["splits"] == hidden.record() and r["splits"]["seed_source"] == "secret"
+    assert r.splits == hidden.record() and r.splits["seed_source"] == "secret"
     for split in ("test", "heldout"):
         assert rebuilt["fingerprints"][split] == public[split]  # the rebuild itself was right...
         assert rebuilt["fingerprints"][split] != hidden.fingerprints[split]  # ...and useless
@@ -168,6 +168,6 @@ def test_reference_agent_trains_on_an_endpoint_task_whose_generator_the_sandbox_
     attempts = [{"steps": 3, "batch_prompts": 4, "group_size": 4, "eval_every": 0}]
     r = run_cell(CellConfig(agent="reference", task="arith-tiny-endpoint", seed=0, results=str(tmp_path / "results"),
                             grace_s=10, agent_options={"attempts": attempts, "reserve_s": 5}))
-    assert r["status"] == "ok" and r["sandboxed"], r
-    assert str(Path(arith.__file__).resolve()) in r["config"]["limits"]["hide"]
-    assert r["submissions"]["chosen"] == 1 and r["reward_queries"]["used"] > 0, r.get("reward_queries")
+    assert r.status == "ok" and r.sandboxed, r
+    assert str(Path(arith.__file__).resolve()) in r.config["limits"]["hide"]
+    assert r.submissions["chosen"] == 1 and r.reward_queries["used"] > 0, r.reward_queries

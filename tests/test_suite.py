@@ -93,8 +93,8 @@ def test_cells_spread_over_two_ray_nodes(tmp_path):
         spec = load_run_spec(["agent=null", "task=arith-tiny", "seeds=[0,1]", f"results={tmp_path}", "suite=two",
                               "cell_cpus=1"])
         _, results = run_suite(spec)
-        assert [r["status"] for r in results] == ["ok", "ok"]
-        assert len({r["node"] for r in results}) == 2, [r["node"] for r in results]
+        assert [r.status for r in results] == ["ok", "ok"]
+        assert len({r.node for r in results}) == 2, [r.node for r in results]
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -141,9 +141,9 @@ def test_a_suite_refuses_cells_on_another_base(tmp_path, monkeypatch):
 
     args = ["agent=null", "task=arith-tiny", "seeds=[0]", f"results={tmp_path}", "cell_cpus=1", "reports=false"]
     suite_dir, results = run_suite(load_run_spec(args + ["suite=one"]))
-    assert results[0]["status"] == "ok"
+    assert results[0].status == "ok"
     bases = json.loads((suite_dir / "suite.json").read_text())["bases"]
-    assert bases == {"arith-tiny": pins()["arith-tiny"].weights_hash} == {"arith-tiny": results[0]["base_model"]["weights_hash"]}
+    assert bases == {"arith-tiny": pins()["arith-tiny"].weights_hash} == {"arith-tiny": results[0].base_model["weights_hash"]}
 
     monkeypatch.setattr(suite_mod, "suite_bases", lambda cells: {"arith-tiny": "0" * 16})
     with pytest.raises(MixedBases, match="the suite ran on other base models"):

@@ -98,8 +98,8 @@ def test_sweeps_trust_the_harness_dev_score_and_asha_stops_weak_trials(tmp_path,
     write_tiny_task(session_tasks, "sweep-s", model={"base": "arith-s", "scale": None})
     r = run_cell(CellConfig(agent="sweep_agents:Sweeper", task="sweep-s", seed=0, results=str(tmp_path), grace_s=10,
                             wandb=True))
-    assert r["status"] == "ok", r
-    cell = Path(r["cell_dir"])
+    assert r.status == "ok", r
+    cell = Path(r.cell_dir)
     steps = [json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()]
     sweeps = [s for s in steps if s["tool"] == "sweep"]
     assert [s["result"]["ok"] for s in sweeps] == [False, True, True, False]
@@ -123,12 +123,12 @@ def test_sweeps_trust_the_harness_dev_score_and_asha_stops_weak_trials(tmp_path,
     # recorded outside the workspace, and the best checkpoint's recipe came with it
     assert (cell / "sweeps" / "001" / "trials.csv").read_text().count("\n") == 4
     assert (cell / "sweeps" / "001" / "tune").is_dir() and not (cell / "workspace" / "sweeps" / "001" / "tune").exists()
-    assert r["sweeps"][0]["best"]["trial"] == first["best"]["trial"] and len(r["sweeps"]) == 2
+    assert r.sweeps[0]["best"]["trial"] == first["best"]["trial"] and len(r.sweeps) == 2
     # the trials' CPU seconds, measured in their workers, count as the agent's compute
-    assert first["cpu_s"] > 0 and r["sweeps"][0]["cpu_s"] == first["cpu_s"]
-    assert r["compute"]["sweep_cpu_s"] == pytest.approx(sum(s["cpu_s"] for s in r["sweeps"]), abs=0.05)
-    assert r["compute"]["cpu_s"] >= r["compute"]["sweep_cpu_s"]
-    assert "fake_train.py" in r["chosen_checkpoint"]["recipe"] and "{seed}" in r["chosen_checkpoint"]["recipe"]
+    assert first["cpu_s"] > 0 and r.sweeps[0]["cpu_s"] == first["cpu_s"]
+    assert r.compute["sweep_cpu_s"] == pytest.approx(sum(s["cpu_s"] for s in r.sweeps), abs=0.05)
+    assert r.compute["cpu_s"] >= r.compute["sweep_cpu_s"]
+    assert "fake_train.py" in r.chosen_checkpoint["recipe"] and "{seed}" in r.chosen_checkpoint["recipe"]
     trial_runs = list((cell / "wandb").rglob("offline-run-*"))  # every Tune trial, logged offline by Ray's callback
     assert len(trial_runs) >= 7, trial_runs
 
@@ -210,23 +210,23 @@ def test_reference_agent_on_an_optimize_task_and_the_robustness_stage(tmp_path, 
                "search_space": {"lr": {"choice": [1e-4, 3e-4]}, "group_size": {"choice": [4]}}}
     r = run_cell(CellConfig(agent="reference", task="hpo-tiny", seed=0, results=str(tmp_path), grace_s=10,
                             agent_options=options))
-    assert r["status"] == "ok", r
-    assert [s["tool"] for s in json.loads("[" + ",".join((Path(r["cell_dir"]) / "trajectory.jsonl").read_text()
+    assert r.status == "ok", r
+    assert [s["tool"] for s in json.loads("[" + ",".join((Path(r.cell_dir) / "trajectory.jsonl").read_text()
                                                          .splitlines()) + "]")][:4] == ["read", "read", "write", "sweep"]
-    vs = r["vs_baseline_config"]
+    vs = r.vs_baseline_config
     assert vs["settings"]["settings"] == settings and set(vs["gains"]) == {"test", "heldout"}
     g = vs["gains"]["test"]
     assert g["ci_low"] <= g["abs"] <= g["ci_high"]
-    assert r["capabilities"]["autonomy"] and r["capabilities"]["best_dev"] is not None
-    recipe = r["chosen_checkpoint"]["recipe"]
+    assert r.capabilities["autonomy"] and r.capabilities["best_dev"] is not None
+    recipe = r.chosen_checkpoint["recipe"]
     assert "'seed={seed}'" in recipe and "lr=" in recipe
 
-    summary = run_robustness(Path(r["cell_dir"]), RobustnessConfig(seeds=2, scale=False))
+    summary = run_robustness(Path(r.cell_dir), RobustnessConfig(seeds=2, scale=False))
     assert [run["seed"] for run in summary["runs"]] == [0, 1] and summary["succeeded"] == 2, summary
     assert summary["seed_varied"] and summary["seeds"]["test"]["n"] == 2 and summary["seeds"]["test"]["sd"] is not None
-    cell = Path(r["cell_dir"])
+    cell = Path(r.cell_dir)
     reruns = [json.loads((cell / "robustness" / f"base-s{s}" / "result.json").read_text()) for s in (0, 1)]
-    assert reruns[0]["checkpoint_hash"] == r["chosen_checkpoint"]["hash"]  # seed 0 reproduces the submission
+    assert reruns[0]["checkpoint_hash"] == r.chosen_checkpoint["hash"]  # seed 0 reproduces the submission
     assert reruns[1]["checkpoint_hash"] != reruns[0]["checkpoint_hash"]
     assert "'seed=1'" in reruns[1]["command"]
     again = run_robustness(cell, RobustnessConfig(seeds=2, scale=False))  # finished reruns are kept
@@ -242,10 +242,10 @@ def test_robustness_refuses_a_cell_without_a_recipe(tmp_path, ray_cluster):
 
     r = run_cell(CellConfig(agent="null", task=TINY, seed=0, results=str(tmp_path), grace_s=10))
     with pytest.raises(ConfigError, match="no recipe"):
-        run_robustness(Path(r["cell_dir"]))
+        run_robustness(Path(r.cell_dir))
     with pytest.raises(ConfigError, match="not a cell folder"):
         run_robustness(tmp_path)
-    cli = subprocess.run(rlbench_cmd() + ["robustness", r["cell_dir"], "seeds=2"], capture_output=True, text=True,
+    cli = subprocess.run(rlbench_cmd() + ["robustness", r.cell_dir, "seeds=2"], capture_output=True, text=True,
                          timeout=300)
     assert cli.returncode == 2 and "no recipe" in cli.stderr, cli.stderr
 
@@ -256,14 +256,14 @@ def test_a_recipe_given_through_the_grade_command_is_rerun(tmp_path, ray_cluster
     from rlbench.harness.cell import CellConfig, run_cell
 
     r = run_cell(CellConfig(agent="sweep_agents:GradeCli", task=TINY, seed=3, results=str(tmp_path), grace_s=10))
-    assert r["status"] == "ok" and r["chosen_checkpoint"]["recipe"] == "echo seed={seed} > seed.txt", r
-    steps = [json.loads(line) for line in (Path(r["cell_dir"]) / "trajectory.jsonl").read_text().splitlines()]
+    assert r.status == "ok" and r.chosen_checkpoint["recipe"] == "echo seed={seed} > seed.txt", r
+    steps = [json.loads(line) for line in (Path(r.cell_dir) / "trajectory.jsonl").read_text().splitlines()]
     assert "usage: grade" in steps[0]["result"]["stderr"]
-    cli = subprocess.run(rlbench_cmd() + ["robustness", r["cell_dir"], "seeds=2", "--quiet"], capture_output=True,
+    cli = subprocess.run(rlbench_cmd() + ["robustness", r.cell_dir, "seeds=2", "--quiet"], capture_output=True,
                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(TESTS)})
     assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
     assert "across 2 seeds" in cli.stdout and "base" in cli.stdout
-    cell = Path(r["cell_dir"])
+    cell = Path(r.cell_dir)
     for seed in (3, 4):  # the cell's seed and the next; the base model resubmitted gains exactly nothing
         rerun = json.loads((cell / "robustness" / f"base-s{seed}" / "result.json").read_text())
         assert rerun["status"] == "ok" and rerun["gains"]["test"]["abs"] == 0.0, rerun

@@ -200,7 +200,7 @@ def _plain_file(root: Path, rel: str) -> bool:
         return False
 
 
-def run_cell(cfg: CellConfig) -> dict[str, Any]:
+def run_cell(cfg: CellConfig) -> CellResult:
     """Run one cell and return its result (also written to CELL_DIR/result.json), in three stages:
     the environment (rlbench/harness/environment.py), the agent's run in it, and the judge."""
     from rlbench.tasks.registry import load_task
@@ -249,7 +249,7 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
         result.cell_dir = str(cell_dir)
         result.node = _node_id()
         atomic_write_json(cell_dir / "result.json", result.to_json_dict())
-    return result.to_json_dict()
+    return result
 
 
 def _new_cell_dir(cfg: CellConfig) -> Path:

@@ -109,7 +109,7 @@ def expand(spec: RunSpec) -> list[CellConfig]:
     return cells
 
 
-def _run_cell_task(cell: dict[str, Any]) -> dict[str, Any]:
+def _run_cell_task(cell: dict[str, Any]) -> CellResult:
     from rlbench.harness.cell import CellConfig as _Cell
     from rlbench.sandbox.runner import SandboxConfig
 
@@ -117,7 +117,7 @@ def _run_cell_task(cell: dict[str, Any]) -> dict[str, Any]:
     return run_cell(_Cell(**cell, limits=limits))
 
 
-def _finished(cell_dir: Path, rerun_crashed: bool) -> dict[str, Any] | None:
+def _finished(cell_dir: Path, rerun_crashed: bool) -> CellResult | None:
     """The cell's result when a resumed suite keeps it (CellResult.is_final; with rerun_crashed
     off, a crash of the harness too); None when it runs again (unfinished, unreadable, or crashed
     by the harness)."""
@@ -129,7 +129,7 @@ def _finished(cell_dir: Path, rerun_crashed: bool) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     if result.is_final or (result.status is CellStatus.CRASHED and not rerun_crashed):
-        return result.to_json_dict()
+        return result
     return None
 
 
@@ -205,16 +205,16 @@ def suite_bases(cells: list[CellConfig]) -> dict[str, str]:
     return {name: model_identity(name) for name in sorted(names)}
 
 
-def base_mismatch(result: dict[str, Any], bases: dict[str, str]) -> str:
+def base_mismatch(result: CellResult, bases: dict[str, str]) -> str:
     """Why a cell's result is not on the suite's base ('' when it is)."""
-    b = result.get("base_model") or {}
+    b = result.base_model or {}
     want = bases.get(b.get("name", ""))
     if not b.get("weights_hash") or want is None or b["weights_hash"] == want:
         return ""
     return f"its base {b['name']} has weights {b['weights_hash']}, the suite's {want}"
 
 
-def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
+def run_suite(spec: RunSpec) -> tuple[Path, list[CellResult]]:
     """Run (or finish) a suite; returns its folder and every cell's result, in matrix order."""
     import ray
 
@@ -230,7 +230,7 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
         raise MixedBases(f"resume={suite_dir}: the suite ran on other base models: "
                          + "; ".join(f"{n} was {a}, here {b}" for n, (a, b) in changed.items()))
     atomic_write_json(suite_dir / "suite.json", {"spec": to_dict(spec), "cells": keys, "bases": bases})
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, CellResult] = {}
     todo = []
     for key, cell in zip(keys, cells):
         cell_dir = suite_dir / "cells" / key
@@ -274,17 +274,16 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
                 results[key] = _finished(suite_dir / "cells" / key, False) or CellResult(
                     cell=key, agent=c.agent, task=c.task, seed=c.seed, sandboxed=c.sandbox == "bwrap",
                     status=CellStatus.CRASHED, crash_by="harness",
-                    reason=f"cell task failed: {type(exc).__name__}: {exc}"[:500]).to_json_dict()
-            r = results[key]
-            info(f"suite {suite_dir.name}: {key}: {r['status']} ({len(results)} of {len(keys)} done)")
+                    reason=f"cell task failed: {type(exc).__name__}: {exc}"[:500])
+            info(f"suite {suite_dir.name}: {key}: {results[key].status} ({len(results)} of {len(keys)} done)")
     if spec.robustness.seeds:
         for key in keys:
             results[key] = _robustness(results[key], spec)
     ordered = [results[k] for k in keys]
     refused = {k: why for k in keys if (why := base_mismatch(results[k], bases))}
     for k, why in refused.items():
-        results[k]["refused_by_suite"] = why
-    atomic_write_json(suite_dir / "results.json", ordered)
+        results[k].refused_by_suite = why
+    atomic_write_json(suite_dir / "results.json", [r.to_json_dict() for r in ordered])
     ordered = [results[k] for k in keys if k not in refused]
     scores = score_suite(ordered)
     atomic_write_json(suite_dir / "scores.json", scores)
@@ -303,30 +302,30 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[dict[str, Any]]]:
     return suite_dir, ordered
 
 
-def write_reports(suite_dir: Path, results: list[dict[str, Any]]) -> None:
+def write_reports(suite_dir: Path, results: list[CellResult]) -> None:
     """Each cell's run report and the leaderboard; a report that fails is said, not fatal."""
     from rlbench.reports.cell_html import write_cell_report
     from rlbench.reports.leaderboard import write_leaderboard
 
     for r in results:
-        if r.get("cell_dir") and Path(r["cell_dir"]).is_dir():
+        if r.cell_dir and Path(r.cell_dir).is_dir():
             try:
-                write_cell_report(Path(r["cell_dir"]))
+                write_cell_report(Path(r.cell_dir))
             except Exception as exc:  # noqa: BLE001 - the cell's result stands without its report
-                info(f"report {r.get('cell')}: not written ({type(exc).__name__}: {exc})")
+                info(f"report {r.cell}: not written ({type(exc).__name__}: {exc})")
     try:
         write_leaderboard(suite_dir)
     except Exception as exc:  # noqa: BLE001
         info(f"leaderboard {suite_dir.name}: not written ({type(exc).__name__}: {exc})")
 
 
-def _robustness(result: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
+def _robustness(result: CellResult, spec: RunSpec) -> CellResult:
     """The robustness stage of one finished cell; a cell it does not apply to is returned as it is.
     Its reruns are Ray tasks with the task's CPUs each, placed like cells (rlbench/robustness/rerun.py)."""
     from rlbench.robustness.rerun import RobustnessConfig, run_robustness
 
     stage = spec.robustness
-    cell = CellResult.coerce(result)
+    cell = result
     if stage.agents and cell.agent not in stage.agents:
         return result
     recipe = (cell.chosen_checkpoint or {}).get("recipe")
@@ -341,4 +340,4 @@ def _robustness(result: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
     except ConfigError as exc:
         info(f"robustness {cell.cell}: {exc}")
         return result
-    return CellResult.load(Path(cell.cell_dir) / "result.json").to_json_dict()
+    return CellResult.load(Path(cell.cell_dir) / "result.json")

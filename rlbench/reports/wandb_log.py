@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rlbench.results import CellResult
+
 
 def wandb_mode() -> str:
     from rlbench.progress import quiet
@@ -30,7 +32,7 @@ def _flat(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
-def log_cell(result: dict[str, Any], group: str, project: str, root: Path) -> Path:
+def log_cell(result: CellResult, group: str, project: str, root: Path) -> Path:
     """One finished cell as a W&B run (under ROOT/wandb/); returns the run's local folder."""
     import wandb
 
@@ -38,10 +40,11 @@ def log_cell(result: dict[str, Any], group: str, project: str, root: Path) -> Pa
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    config = {k: result.get(k) for k in ("agent", "task", "task_version", "seed", "sandboxed")}
-    run = wandb.init(project=project, group=group, name=result.get("cell"), job_type="cell", dir=str(root),
+    config = {"agent": result.agent, "task": result.task, "task_version": result.task_version, "seed": result.seed,
+              "sandboxed": result.sandboxed}
+    run = wandb.init(project=project, group=group, name=result.cell, job_type="cell", dir=str(root),
                      config=config, mode=wandb_mode(), reinit="finish_previous")
-    workspace = Path(result.get("cell_dir", "")) / "workspace"
+    workspace = Path(result.cell_dir or "") / "workspace"
     for tr in training_runs(workspace) if workspace.is_dir() else []:
         key = tr["run"].replace("/", ".")
         run.define_metric(f"{key}/*", step_metric=f"{key}/step")
@@ -51,9 +54,10 @@ def log_cell(result: dict[str, Any], group: str, project: str, root: Path) -> Pa
                 points.setdefault(step, {})[f"{key}/{metric}"] = v
         for step in sorted(points):
             run.log({f"{key}/step": step, **points[step]})
-    summary: dict[str, Any] = {"status": result.get("status")}
+    summary: dict[str, Any] = {"status": result.status.value}
+    sections = result.to_json_dict()  # the sections as result.json holds them (a Gain as its JSON object)
     for part in ("gains", "scores", "capabilities", "vs_baseline_config"):
-        _flat(part, result.get(part) or {}, summary)
+        _flat(part, sections.get(part) or {}, summary)
     run.summary.update(summary)
     folder = Path(run.dir).parent
     run.finish()
