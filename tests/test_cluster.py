@@ -1,8 +1,9 @@
 """`ray job submit` for real: a Ray head and a worker node started with `ray start` on this
 machine (loopback only, token authentication as Ray 2.60 enables it on a local cluster), and a
-suite submitted the way ray_configs/README.md shows. The head has no CPUs for cells, so the cell
-runs on the worker, from the working directory Ray uploaded: its agent's command imports
-rlbench.sdk inside the sandbox and submits."""
+suite submitted the way ray_configs/README.md shows, with its runtime env file. The head has no
+CPUs for cells, so the cells run on the worker, from the working directory Ray uploaded: the
+reference agent trains and gains, and a command agent's script imports rlbench.sdk inside the
+sandbox and submits."""
 
 from __future__ import annotations
 
@@ -109,26 +110,40 @@ def cluster(tmp_path):
 
 
 def _runtime_env(tmp_path: Path) -> dict:
+    """ray_configs/job-runtime-env.yaml as the README says to use it, its shared paths pointed at
+    this test's folders (one machine: every node sees them), on the public-seed splits."""
+    import yaml
+
+    env = yaml.safe_load((REPO / "ray_configs" / "job-runtime-env.yaml").read_text())
     results = tmp_path / "results"
     results.mkdir(exist_ok=True)
     os.chmod(results, 0o777)
-    return {"excludes": [".venv", "runs", "results", ".git", "__pycache__"],
-            "env_vars": {"RLBENCH_RESULTS": str(results), "RLBENCH_HOME": str(tmp_path / "home"),
-                         "RLBENCH_SPLIT_SEED": "public"}}
+    env["env_vars"].update(RLBENCH_RESULTS=str(results), RLBENCH_HOME=str(tmp_path / "home"),
+                           RLBENCH_SPLIT_SEED="public")
+    return env
 
 
 SUBMIT = "python -c 'from rlbench import sdk; print(sdk.submit(str(sdk.model_path())))'"
+REFERENCE_BUDGET_S = 240  # the reference agent's budget on arith-grpo: enough for a gain on 2 CPUs
 
 
 def test_a_suite_submitted_as_a_ray_job_runs_on_the_worker_and_its_agent_imports_rlbench(cluster, tmp_path):
+    """The reference agent trains on arith-grpo and gains; a command agent's script imports
+    rlbench.sdk inside the sandbox and submits; both cells run on the worker (the head offers no
+    CPUs), and the suite's progress is in the job's log while it runs, not only at its end."""
     cluster.add_worker()
-    job = cluster.submit(_runtime_env(tmp_path), "run", "agent=command", "task=arith-grpo", "suite=job", "budget_s=60",
-                         "cell_cpus=2", f"agent_options.command={SUBMIT}")
+    job = cluster.submit(_runtime_env(tmp_path), "run", "agents=[reference,command]", "task=arith-grpo", "suite=job",
+                         f"budget_s={REFERENCE_BUDGET_S}", "cell_cpus=2", f"agent_options.command={SUBMIT}",
+                         "reports=false")
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-    result = json.loads(next((tmp_path / "results" / "suites" / "job" / "cells").glob("*/result.json")).read_text())
-    assert result["status"] == "ok" and result["submissions"]["valid"] == 1, result["reason"]
-    # the head offers no CPUs, so the cell's 2-CPU task can only have run on the worker node
-    assert result["node"], result
+    log = job.stdout + job.stderr
+    assert "running 2 cells" in log and "submission 1: valid" in log, log[-3000:]
+    results = {r["agent"]: r for r in json.loads((tmp_path / "results" / "suites" / "job" / "results.json").read_text())}
+    command, reference = results["command"], results["reference"]
+    assert command["status"] == "ok" and command["submissions"]["valid"] == 1, command["reason"]
+    assert reference["status"] == "ok", reference["reason"]
+    assert reference["gains"]["test"]["abs"] > 0, reference["gains"]["test"]
+    assert command["node"] and reference["node"], results
 
 
 def test_a_node_lost_mid_cell_leaves_it_crashed_and_a_resume_finishes_it(cluster, tmp_path):

@@ -154,3 +154,58 @@ def test_a_suite_refuses_cells_on_another_base(tmp_path, monkeypatch):
     row = json.loads((two / "results.json").read_text())[0]
     assert "0000000000000000" in row["refused_by_suite"] and row["status"] == "ok"
     assert json.loads((two / "scores.json").read_text())["cells"] == []
+
+
+def test_cells_go_where_their_custom_resources_are_and_a_node_with_other_hidden_splits_refuses_them(
+        tmp_path, monkeypatch):
+    """Two worker nodes on secret splits: `good` shares the driver's RLBENCH_HOME, `stray` has one of
+    its own (a node the shared folder never reached). A cell reserving `good` runs there and is
+    ok; a cell reserving `stray` is refused there with the reason, never scored on other test items."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from rlbench.orchestration.suite import load_run_spec, run_suite
+
+    monkeypatch.setenv("RLBENCH_SPLIT_SEED", "secret")
+    home = os.environ["RLBENCH_HOME"]
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    try:
+        good = cluster.add_node(num_cpus=1, resources={"good": 1})
+        monkeypatch.setenv("RLBENCH_HOME", str(tmp_path / "stray-home"))  # the raylet and its workers inherit it
+        cluster.add_node(num_cpus=1, resources={"stray": 1})
+        monkeypatch.setenv("RLBENCH_HOME", home)
+        ray.init(address=cluster.address, log_to_driver=False)
+        args = ["agent=null", "task=arith-tiny", f"results={tmp_path}", "reports=false"]
+        _, (ok,) = run_suite(load_run_spec(args + ["suite=good", "cell_resources={good: 1}"]))
+        assert ok.status == "ok" and ok.node == good.node_id, (ok.status, ok.reason, ok.node)
+        assert ok.splits["seed_source"] == "secret"
+        _, (refused,) = run_suite(load_run_spec(args + ["suite=stray", "cell_resources={stray: 1}"]))
+        assert refused.status == "crashed" and refused.crash_by == "harness", refused
+        assert "other hidden splits than the suite's driver" in refused.reason, refused.reason
+        assert "no split secret at" in refused.reason and "stray-home" in refused.reason, refused.reason
+        assert not list((tmp_path / "stray-home").rglob("splits.secret"))  # the node made no secret of its own
+        with pytest.raises(Exception, match="no node of the cluster can hold a cell"):
+            run_suite(load_run_spec(args + ["suite=nowhere", "cell_resources={tpu: 1}"]))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def test_a_failed_cell_task_gives_its_own_error_whole_not_rays_wrapper_cut_short(tmp_path):
+    from rlbench.orchestration.suite import REASON_CHARS, _task_failure
+
+    class Wrapper(Exception):  # as ray.exceptions.RayTaskError holds the task's own error
+        def __init__(self, cause: BaseException):
+            super().__init__("ray.exceptions.RayTaskError(...)\nTraceback ...\n" + "x" * 3000)
+            self.cause = cause
+
+    message = "node lost while the cell ran: " + "the whole story [red]with markup-like text[/] " * 20
+    reason = _task_failure(Wrapper(ConnectionError(message)), tmp_path, "null-arith-tiny-s0")
+    assert reason.startswith("cell task failed: ConnectionError: node lost") and message.strip() in reason
+    assert "RayTaskError" not in reason and len(message) > 500
+    saved = (tmp_path / "errors" / "null-arith-tiny-s0.txt").read_text()
+    assert "RayTaskError" in saved and "x" * 3000 in saved and str(tmp_path / "errors") in reason
+    long = _task_failure(ValueError("y" * 10_000), tmp_path, "k")
+    assert "y" * (REASON_CHARS - len("ValueError: ")) + " ..." in long and "y" * 2001 not in long

@@ -54,7 +54,34 @@ def seed_source(task: TaskConfig) -> str:
 
 def splits_secret() -> str:
     """This installation's split secret (made on first use; never inside a workspace)."""
-    return stored_secret(hidden_root() / "secrets" / "splits.secret")
+    return stored_secret(splits_secret_path())
+
+
+def splits_secret_path() -> Path:
+    return hidden_root() / "secrets" / "splits.secret"
+
+
+def secret_id(secret: str) -> str:
+    """Which secret, as a digest that tells two secrets apart and never gives one away."""
+    return hashlib.sha256(f"rlbench-split-secret-id:{secret}".encode()).hexdigest()[:16]
+
+
+class SplitsUnavailable(RuntimeError):
+    """This process would not draw the splits the suite's driver draws: scoring here would give
+    numbers on other hidden data."""
+
+
+def splits_identity(task: TaskConfig, create: bool = True) -> str:
+    """Which hidden splits this process draws for `task`: the seed source, and for secret splits
+    which secret (a digest). Two processes with the same identity draw the same splits; a node of
+    a cluster compares its own with the driver's before it runs a cell. With `create` off, a
+    missing secret is an error instead of a new secret (a node must not invent its own splits)."""
+    source = seed_source(task)
+    if source == "public":
+        return "public"
+    if not create and not splits_secret_path().is_file():
+        raise SplitsUnavailable(f"no split secret at {splits_secret_path()} on this node")
+    return f"secret:{secret_id(splits_secret())}"
 
 
 def draw_seed(task: TaskConfig) -> str:
@@ -82,7 +109,7 @@ def data_key(task: TaskConfig) -> str:
     source = seed_source(task)
     blob: dict[str, Any] = {"version": task.version, "data": data, "seed_source": source}
     if source == "secret":
-        blob["secret_id"] = hashlib.sha256(f"rlbench-split-secret-id:{splits_secret()}".encode()).hexdigest()[:16]
+        blob["secret_id"] = secret_id(splits_secret())
     return f"{hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]}-{source}"
 
 

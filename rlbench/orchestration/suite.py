@@ -19,6 +19,7 @@ the same table as one that ran through.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import time
 from dataclasses import dataclass, field, fields
@@ -58,6 +59,7 @@ class RunSpec(CellConfig):
     resume: str = ""  # a suite folder to finish
     cell_cpus: float = 2.0  # Ray resources each cell reserves (its agent's commands run inside them)
     cell_gpus: float = 0.0
+    cell_resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources each cell reserves ({big_disk: 1})
     rerun_crashed: bool = True  # on resume, also rerun cells the harness crashed (never those the agent crashed)
     robustness: RobustnessStage = field(default_factory=RobustnessStage)
     reports: bool = True  # a run report per cell and the suite's leaderboard (HTML, JSON, CSV) at the end
@@ -66,6 +68,14 @@ class RunSpec(CellConfig):
         super().validate()
         check(self.cell_cpus > 0, "cell_cpus", self.cell_cpus, "> 0")
         check(self.cell_gpus >= 0, "cell_gpus", self.cell_gpus, ">= 0")
+        for name, amount in self.cell_resources.items():
+            check(name not in ("CPU", "GPU", "memory", "object_store_memory"), f"cell_resources.{name}", amount,
+                  "a custom resource (CPUs and GPUs are cell_cpus and cell_gpus)")
+            check(isinstance(amount, (int, float)) and amount > 0, f"cell_resources.{name}", amount, "> 0")
+
+    def reservation(self) -> dict[str, float]:
+        """What each cell reserves on its node: CPUs, GPUs and custom resources."""
+        return {"CPU": self.cell_cpus, **({"GPU": self.cell_gpus} if self.cell_gpus else {}), **self.cell_resources}
 
 
 def load_run_spec(overrides: Iterable[str], config_file: str | None = None) -> RunSpec:
@@ -74,14 +84,26 @@ def load_run_spec(overrides: Iterable[str], config_file: str | None = None) -> R
 
 
 def cell_slots(spec: RunSpec) -> int:
-    """How many cells fit the cluster at once by their reservations (at least one)."""
+    """How many cells fit the cluster at once by their reservations, node by node (a cell runs on
+    one node: two half-free nodes do not make one free slot); 0 when no node can hold one now."""
     import ray
 
-    total = ray.cluster_resources()
-    slots = int(total.get("CPU", 0) // spec.cell_cpus) if spec.cell_cpus else 1
-    if spec.cell_gpus:
-        slots = min(slots, int(total.get("GPU", 0) // spec.cell_gpus))
-    return max(1, slots)
+    need = spec.reservation()
+    nodes = [n.get("Resources") or {} for n in ray.nodes() if n.get("Alive")]
+    return sum(int(min(have.get(k, 0.0) // v for k, v in need.items())) for have in nodes)
+
+
+def check_placement(spec: RunSpec) -> None:
+    """Before the first cell: an error when no node can hold one, since Ray would keep the cells
+    pending without a word. (Later, a suite that lost its nodes waits for new ones instead.)"""
+    import ray
+
+    if cell_slots(spec) == 0:
+        offered = sorted({k for n in ray.nodes() if n.get("Alive") for k in (n.get("Resources") or {})
+                          if not k.startswith("node:")})
+        raise ConfigError(f"no node of the cluster can hold a cell reserving {spec.reservation()} (its nodes offer: "
+                          f"{', '.join(offered) or 'nothing'}); lower cell_cpus/cell_gpus, or start a node with those "
+                          "resources (`ray start ... --num-cpus N --resources '{\"NAME\": N}'`)")
 
 
 def suite_tasks(spec: RunSpec) -> list[str]:
@@ -109,12 +131,46 @@ def expand(spec: RunSpec) -> list[CellConfig]:
     return cells
 
 
-def _run_cell_task(cell: dict[str, Any]) -> CellResult:
+def _run_cell_task(cell: dict[str, Any], splits: str = "") -> CellResult:
     from rlbench.harness.cell import CellConfig as _Cell
     from rlbench.sandbox.runner import SandboxConfig
 
     limits = SandboxConfig(**cell.pop("limits"))
-    return run_cell(_Cell(**cell, limits=limits))
+    cfg = _Cell(**cell, limits=limits)
+    if splits:
+        check_node_splits(cfg, splits)
+    return run_cell(cfg)
+
+
+class NodeMismatch(RuntimeError):
+    """A node of the cluster would score a cell on other hidden data than the suite's driver."""
+
+
+def task_splits(cell: CellConfig, create: bool = True) -> str:
+    """The hidden splits a cell's task draws in this process (rlbench/data/splits.py splits_identity)."""
+    from rlbench.data.splits import splits_identity
+    from rlbench.tasks.registry import load_task
+
+    return splits_identity(load_task(cell.task, [f"data.wave={cell.wave}"] if cell.wave else []), create=create)
+
+
+def check_node_splits(cell: CellConfig, expected: str) -> None:
+    """Refuse to run a cell on a node whose hidden splits are not the driver's: a node with its own
+    RLBENCH_HOME (or none) would make a new secret and score the cell on other test items, a wrong
+    number that looks right. Every node must share the driver's RLBENCH_HOME and RLBENCH_SPLIT_SEED."""
+    import socket
+
+    from rlbench.data.splits import SplitsUnavailable
+
+    try:
+        here = task_splits(cell, create=False)
+    except SplitsUnavailable as exc:
+        here = str(exc)
+    if here != expected:
+        raise NodeMismatch(
+            f"node {socket.gethostname()} would score {cell.task} on other hidden splits than the suite's driver "
+            f"(here: {here}; driver: {expected}). Every node needs the driver's RLBENCH_HOME (a shared folder: "
+            f"{os.environ.get('RLBENCH_HOME') or 'unset here'}) and RLBENCH_SPLIT_SEED; see ray_configs/README.md")
 
 
 def _finished(cell_dir: Path, rerun_crashed: bool) -> CellResult | None:
@@ -131,6 +187,25 @@ def _finished(cell_dir: Path, rerun_crashed: bool) -> CellResult | None:
     if result.is_final or (result.status is CellStatus.CRASHED and not rerun_crashed):
         return result
     return None
+
+
+REASON_CHARS = 2000  # a reason is one readable message; the whole text goes to SUITE/errors/<key>.txt
+
+
+def _task_failure(exc: BaseException, suite_dir: Path, key: str) -> str:
+    """Why a cell's Ray task failed, as the cell's reason: the error the task raised (not Ray's
+    wrapper with its traceback), with the whole text kept in SUITE/errors/<key>.txt."""
+    import traceback
+
+    cause = getattr(exc, "cause", None) or exc  # ray.exceptions.RayTaskError wraps the task's own error
+    errors = suite_dir / "errors"
+    errors.mkdir(exist_ok=True)
+    full = "".join(traceback.format_exception(exc)) + (f"\n{exc}" if cause is not exc else "")
+    atomic_write_text(errors / f"{key}.txt", full)
+    message = f"{type(cause).__name__}: {cause}".strip()
+    if len(message) > REASON_CHARS:
+        message = message[:REASON_CHARS] + " ..."
+    return f"cell task failed: {message} (whole error: {errors / f'{key}.txt'})"
 
 
 def _set_aside(cell_dir: Path) -> None:
@@ -249,18 +324,24 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[CellResult]]:
     if todo:
         from rlbench.progress import quiet
 
-        ensure_ray(log_to_driver=not quiet())  # cells print their progress in Ray workers; shown unless quiet
-        remote = ray.remote(num_cpus=spec.cell_cpus, num_gpus=spec.cell_gpus, max_retries=0)(_run_cell_task)
+        # cells print their progress in Ray workers (shown unless quiet); an embedded Ray has at least
+        # one cell's CPUs, so a cell that asks for more than this machine's cores still runs here
+        ensure_ray(min_cpus=math.ceil(spec.cell_cpus), log_to_driver=not quiet())
+        check_placement(spec)
+        remote = ray.remote(num_cpus=spec.cell_cpus, num_gpus=spec.cell_gpus, resources=spec.cell_resources or None,
+                            max_retries=0)(_run_cell_task)
         by_key = dict(todo)
+        # the hidden splits each task is drawn from here: a node that would draw others refuses its cell
+        splits = {cell.task: task_splits(cell) for _, cell in todo}
         queue = list(todo)
         pending: dict[Any, str] = {}
         info(f"suite {suite_dir.name}: running {len(queue)} cells ({spec.cell_cpus:g} CPUs each) in {suite_dir}")
         while pending or queue:
             # Ray lends a task's CPUs out while it blocks on its agent, so its reservation alone
             # would let every cell start at once: the driver keeps the cells in flight to what fits
-            while queue and len(pending) < cell_slots(spec):
+            while queue and len(pending) < max(1, cell_slots(spec)):
                 key, cell = queue.pop(0)
-                pending[remote.remote({**to_dict(cell), "limits": to_dict(cell.limits)})] = key
+                pending[remote.remote({**to_dict(cell), "limits": to_dict(cell.limits)}, splits[cell.task])] = key
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=spec.heartbeat_s)
             if not ready:
                 info(f"suite {suite_dir.name}: {len(results)} of {len(keys)} done, {len(pending)} running, "
@@ -273,8 +354,7 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[CellResult]]:
                 c = by_key[key]
                 results[key] = _finished(suite_dir / "cells" / key, False) or CellResult(
                     cell=key, agent=c.agent, task=c.task, seed=c.seed, sandboxed=c.sandbox == "bwrap",
-                    status=CellStatus.CRASHED, crash_by="harness",
-                    reason=f"cell task failed: {type(exc).__name__}: {exc}"[:500])
+                    status=CellStatus.CRASHED, crash_by="harness", reason=_task_failure(exc, suite_dir, key))
             info(f"suite {suite_dir.name}: {key}: {results[key].status} ({len(results)} of {len(keys)} done)")
     if spec.robustness.seeds:
         for key in keys:
