@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from conftest import rlbench_cmd
 
 
@@ -73,6 +75,23 @@ def test_run_refuses_a_bad_task_before_any_work(tmp_path):
     proc = run("run", "task=nope", f"results={tmp_path}", check=False)
     assert proc.returncode == 2 and "unknown task 'nope'" in proc.stderr, proc.stdout + proc.stderr
     assert not (tmp_path / "suites").exists()  # no suite folder, so no Ray and no cell either
+
+
+def test_run_refuses_cuda_without_a_gpu_before_any_work(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the refusal is for machines without one")
+    proc = run("run", "task=arith-tiny", "device=cuda", f"results={tmp_path}", check=False)
+    assert proc.returncode == 2 and "cell_gpus" in proc.stderr and "device=cuda" in proc.stderr, proc.stderr
+    proc = run("run", "task=arith-tiny", "device=cuda", "cell_gpus=1", f"results={tmp_path}", check=False)
+    assert proc.returncode == 2 and "no node of the cluster can hold a cell" in proc.stderr, proc.stdout + proc.stderr
+    from rlbench.config.core import ConfigError
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    with pytest.raises(ConfigError, match="no usable CUDA GPU"):
+        run_cell(CellConfig(agent="null", task="arith-tiny", device="cuda", results=str(tmp_path / "one")))
+    assert not (tmp_path / "one").exists()
 
 
 def test_resume_refuses_settings_it_would_drop(tmp_path):

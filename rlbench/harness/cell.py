@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlbench import safefs
-from rlbench.config.core import check, to_dict
+from rlbench.config.core import ConfigError, check, to_dict
 from rlbench.features import JudgeContext
 from rlbench.harness.environment import (CellEnvironment, cell_budget, prepare_environment, sandbox_limits,
                                          start_grader)
@@ -67,7 +67,7 @@ class CellConfig:
     cell_dir: str = ""  # set by a suite: the cell's folder (must not exist); empty: results/cells/<id>
     max_checkpoint_mb: int = 2048
     heartbeat_s: float = 30.0  # how often the driver prints the agent's progress
-    device: str = "cpu"
+    device: str = "cpu"  # cpu | cuda: where the harness scores (a cuda cell needs a GPU where it runs)
     wandb: bool = False  # log the cell and its sweep trials to W&B (WANDB_MODE defaults to offline)
     wandb_project: str = "rlbench"
     wandb_group: str = ""  # set by a suite: its name
@@ -82,6 +82,16 @@ class CellConfig:
         check(self.budget_cpu_s >= 0, "budget_cpu_s", self.budget_cpu_s, ">= 0 (0: the task's budget.cpu_seconds)")
         check(self.budget_gpu_s >= 0, "budget_gpu_s", self.budget_gpu_s, ">= 0 (0: the task's budget.gpu_seconds)")
         check(self.grace_s >= 0, "grace_s", self.grace_s, ">= 0")
+        check(self.device in ("cpu", "cuda"), "device", self.device, "cpu, cuda")
+
+    def check_device(self) -> None:
+        """Refuse a cuda cell where there is no GPU before any work (not a crash midway)."""
+        if self.device == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ConfigError("device=cuda: this machine has no usable CUDA GPU (torch.cuda.is_available() is "
+                                  "false); use device=cpu, or run on a node with a GPU (a suite: cell_gpus=1)")
 
 
 def results_root(cfg: CellConfig) -> Path:
@@ -138,7 +148,6 @@ def run_cell_sweep(cfg: CellConfig, cell_dir: Path, workspace: Path, design_path
                    cpus: int, dev_score: Any, base_model: Path, max_bytes: int) -> dict[str, Any]:
     """A design an agent submitted, checked and swept; `{"refused": True, "error": ...}` when it
     cannot run (that does not use up one of the task's sweeps)."""
-    from rlbench.config.core import ConfigError
     from rlbench.grading.validate import validate_checkpoint
     from rlbench.sandbox.ownership import sandbox_owner
     from rlbench.tune.design import load_design
@@ -206,6 +215,7 @@ def run_cell(cfg: CellConfig) -> CellResult:
     from rlbench.tasks.registry import load_task
 
     cfg.validate()
+    cfg.check_device()
     if cfg.sandbox == "bwrap":
         require_bwrap()  # refuse before anything exists, never run open
     task = load_task(cfg.task, [f"data.wave={cfg.wave}"] if cfg.wave else [])

@@ -68,6 +68,8 @@ class RunSpec(CellConfig):
         super().validate()
         check(self.cell_cpus > 0, "cell_cpus", self.cell_cpus, "> 0")
         check(self.cell_gpus >= 0, "cell_gpus", self.cell_gpus, ">= 0")
+        check(self.device != "cuda" or self.cell_gpus > 0, "cell_gpus", self.cell_gpus,
+              "> 0 with device=cuda (a cell scores on the GPUs it reserves)")
         for name, amount in self.cell_resources.items():
             check(name not in ("CPU", "GPU", "memory", "object_store_memory"), f"cell_resources.{name}", amount,
                   "a custom resource (CPUs and GPUs are cell_cpus and cell_gpus)")
