@@ -55,11 +55,12 @@ def prepare_environment(task: TaskConfig, folder: Path, *, seed: int, limits: Sa
     `folder/workspace`."""
     from rlbench.data.splits import prepare_data
     from rlbench.harness.workspace import build_workspace
-    from rlbench.models.zoo import resolve_model
+    from rlbench.models.zoo import prompt_base_dir, resolve_model
     from rlbench.tasks.registry import task_dir
 
     features = active(task)
-    data = prepare_data(task, task_dir(task.name))
+    # prompts are rendered with the task's own base (its chat template), whatever model this environment trains
+    data = prepare_data(task, task_dir(task.name), tokenizer_dir=prompt_base_dir(task))
     base_path = Path(resolve_model(model or task.model.base).location)
     states = {f.name: f.prepare(task, seed, Path(state_dir or folder)) for f in features}
     workspace = build_workspace(Path(folder) / "workspace", task, task_dir(task.name), base_path,

@@ -82,6 +82,12 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int], bud
     b = budget or task.budget
     fields = ("`prompt` and `id` (and the task's own fields; no `answer`)" if answers_hidden(task)
               else "`prompt` and `answer`")
+    if task.prompt.active:  # rendered once when the splits were built (rlbench/data/prompts.py)
+        how = " and ".join(x for x in ("the base model's chat template" if task.prompt.chat else "",
+                                       "the task's template" if task.prompt.template else "",
+                                       f"{task.prompt.few_shot} worked examples" if task.prompt.few_shot else "") if x)
+        fields += (f"; `prompt` is already rendered ({how}): give it to the model as it is, since the harness scores "
+                   "test with prompts rendered the same way, and `question` is the text it was made from")
     features = "".join(f.describe(task, b) for f in active(task))  # each task feature's own paragraph
     return f"""{body}
 

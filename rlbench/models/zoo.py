@@ -23,13 +23,16 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from rlbench.config.core import ConfigError, load_config, to_dict
 from rlbench.io import atomic_write_json, read_json
 from rlbench.models.recipe import ModelRecipe, recipe_hash
 from rlbench.paths import models_root
 from rlbench.progress import info
+
+if TYPE_CHECKING:
+    from rlbench.tasks.spec import TaskConfig
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 CANONICAL_DIR = Path(__file__).parent / "canonical"
@@ -271,6 +274,12 @@ class ResolvedModel:
     ref: str
     location: str  # a local folder or a hub id, what `from_pretrained` receives
     kind: str  # zoo | local | hub
+
+
+def prompt_base_dir(task: "TaskConfig") -> Path | None:
+    """The folder of the base model a task's prompts are rendered with (its chat template;
+    rlbench/data/prompts.py), or None when its prompts need no model."""
+    return Path(resolve_model(task.model.base).location) if task.prompt.chat else None
 
 
 def resolve_model(ref: str, build_missing: bool = True) -> ResolvedModel:
