@@ -56,9 +56,8 @@ def evaluate_model(
 
     data = prepare_data(task, task_dir(task.name), tokenizer_dir=prompt_base_dir(task))
     model, tokenizer, resolved = load_model(model_ref, device=device)
-    local = resolved.kind != "hub"
-    weights = weights_hash(Path(resolved.location)) if local else resolved.location
-    key = eval_key(files_hash(Path(resolved.location)) if local else resolved.location, task, data.fingerprints, splits)
+    weights = weights_hash(Path(resolved.location))  # every kind resolves to a local folder (a hub id: its snapshot)
+    key = eval_key(files_hash(Path(resolved.location)), task, data.fingerprints, splits)
     cache = scores_root() / task.name / f"{key}.json"
     sizes = {s: len(data.splits[s]) for s in splits}
     result = _cached(cache, key, sizes) if use_cache else None
