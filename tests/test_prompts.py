@@ -43,16 +43,18 @@ def files(tmp_path) -> dict[str, Path]:
 
 
 def _task(files: dict[str, Path], base: str, **prompt) -> TaskConfig:
-    raw = {"name": "gsm8k-standin", "version": "1", "category": "reasoning", "difficulty": "medium",
+    return load_config(TaskConfig, {**_task_raw(files, base), "prompt": prompt})
+
+
+def _task_raw(files: dict[str, Path], base: str) -> dict:
+    return {"name": "gsm8k-standin", "version": "1", "category": "reasoning", "difficulty": "medium",
            "kind": "implement", "model": {"base": base},
            "data": {"source": "hf", "hf": {
                "path": "json", "data_files": {"train": str(files["train"]), "test": str(files["test"])},
                "splits": {"train": "train[:14]", "dev": "train[14:]", "test": "test", "heldout": "test"},
                "prompt_field": "question", "answer_field": "answer",
                "sources": {"heldout": {"data_files": {"test": str(files["svamp"])}, "split": "test",
-                                       "prompt_template": "{Body} {Question}", "answer_field": "Answer"}}}},
-           "prompt": prompt}
-    return load_config(TaskConfig, raw)
+                                       "prompt_template": "{Body} {Question}", "answer_field": "Answer"}}}}}
 
 
 def test_hf_splits_slice_train_for_dev_and_take_heldout_from_another_dataset(files, standin):
@@ -121,3 +123,16 @@ def test_a_base_without_a_chat_template_is_refused_by_name(files, tmp_path):
     tok.save_pretrained(str(folder))
     with pytest.raises(ConfigError, match="has no chat template"):
         prepare_data(_task(files, str(folder), chat=True), None, tokenizer_dir=folder)
+
+
+def test_a_tasks_limits_are_floors_of_its_cells_sandbox_and_checkpoint_cap(files, standin):
+    from rlbench.harness.environment import checkpoint_mb, sandbox_limits
+    from rlbench.sandbox.runner import SandboxConfig
+
+    task = _task(files, str(standin))
+    task.limits.memory_gb, task.limits.disk_gb, task.limits.checkpoint_mb = 48.0, 40.0, 8192
+    got = sandbox_limits(task, SandboxConfig(memory_gb=64.0), "bwrap")
+    assert (got.memory_gb, got.disk_gb, got.max_file_gb, got.tmp_mb) == (64.0, 40.0, 2.0, 1024)  # a cell may give more
+    assert checkpoint_mb(task, 2048) == 8192 and checkpoint_mb(task, 10_000) == 10_000
+    with pytest.raises(ConfigError, match="limits.memory_gb"):
+        load_config(TaskConfig, {**_task_raw(files, str(standin)), "limits": {"memory_gb": 0}})

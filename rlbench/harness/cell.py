@@ -26,8 +26,8 @@ from typing import Any, Callable
 from rlbench import safefs
 from rlbench.config.core import check, to_dict
 from rlbench.features import JudgeContext
-from rlbench.harness.environment import (CellEnvironment, cell_budget, prepare_environment, sandbox_limits,
-                                         start_grader)
+from rlbench.harness.environment import (CellEnvironment, cell_budget, checkpoint_mb, prepare_environment,
+                                         sandbox_limits, start_grader)
 from rlbench.integrity.decoys import EVENTS_FILE, DecoyWatch, plant_decoys, scan_for_use
 from rlbench.integrity.hacking import reward_hacking
 from rlbench.integrity.verdict import integrity_section, with_broken_harness
@@ -211,7 +211,8 @@ def run_cell(cfg: CellConfig) -> dict[str, Any]:
     task = load_task(cfg.task, [f"data.wave={cfg.wave}"] if cfg.wave else [])
     budget = cell_budget(task, cfg.budget_s, cfg.budget_cpu_s, cfg.budget_gpu_s)
     # the sandbox the cell runs, as its result records it: showing empty what the features hide
-    cfg = replace(cfg, limits=sandbox_limits(task, cfg.limits, cfg.sandbox))
+    cfg = replace(cfg, limits=sandbox_limits(task, cfg.limits, cfg.sandbox),
+                  max_checkpoint_mb=checkpoint_mb(task, cfg.max_checkpoint_mb))
     cell_dir = _new_cell_dir(cfg)
     result = CellResult(cell=cell_dir.name, agent=cfg.agent, task=task.name, task_version=task.version, seed=cfg.seed,
                         wave=cfg.wave, status=CellStatus.CRASHED, reason="", sandboxed=cfg.sandbox == "bwrap",

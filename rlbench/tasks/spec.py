@@ -226,6 +226,25 @@ class BudgetConfig:
 
 
 @dataclass
+class TaskLimits:
+    """What the task's model needs of a cell's sandbox, beyond the harness's defaults (sized for the
+    CPU models): a 0.5B-7B model needs more address space, workspace and checkpoint room. Each is a
+    floor: a cell runs with the larger of its own setting and the task's, so no cell can make the
+    task smaller than it is (rlbench/harness/environment.py sandbox_limits)."""
+
+    memory_gb: Optional[float] = None  # address space per process
+    disk_gb: Optional[float] = None  # the whole workspace
+    max_file_gb: Optional[float] = None  # the largest single file (a safetensors shard)
+    tmp_mb: Optional[int] = None
+    checkpoint_mb: Optional[int] = None  # the largest checkpoint the grader takes
+
+    def validate(self) -> None:
+        for name in ("memory_gb", "disk_gb", "max_file_gb", "tmp_mb", "checkpoint_mb"):
+            value = getattr(self, name)
+            check(value is None or value > 0, f"limits.{name}", value, "> 0 (or unset: the harness's default)")
+
+
+@dataclass
 class PromptConfig:
     """How an item's question becomes the text a model is given. It is rendered once, when the
     splits are built (rlbench/data/prompts.py), and stored as the item's `prompt` (the question
@@ -351,6 +370,7 @@ class TaskConfig:
     model: ModelsConfig = field(default_factory=ModelsConfig)
     data: DataConfig = field(default_factory=DataConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
+    limits: TaskLimits = field(default_factory=TaskLimits)
     reward: RewardConfig = field(default_factory=RewardConfig)
     metric: Metric = Metric.pass_at_1
     eval: EvalProtocol = field(default_factory=EvalProtocol)
