@@ -173,9 +173,9 @@ class RewardConfig:
     access: RewardAccess = RewardAccess.local
 
     def validate(self) -> None:
-        from rlbench.rewards import get_reward
+        from rlbench.rewards import check_reward
 
-        get_reward(self.name)
+        check_reward(self.name, self.params)
 
 
 @dataclass
