@@ -153,3 +153,10 @@ def test_reward_params_are_checked_at_task_load(tmp_path, monkeypatch):
         _load(tmp_path, monkeypatch, {"name": "exact_number", "params": {"pattern": r"(\d+)"}})
     with pytest.raises(ConfigError, match=r"reward\.params\.extract.*not a param of reward 'exact_int'.*\(none\)"):
         _load(tmp_path, monkeypatch, {"name": "exact_int", "params": {"extract": "gsm8k"}})
+
+
+def test_exact_int_gives_no_answer_for_a_numeral_past_int_limits():
+    from rlbench.rewards.exact import exact_int, parse_int_answer
+
+    assert parse_int_answer("the answer is " + "9" * 5000) is None  # not a ValueError from int()
+    assert exact_int("9" * 5000, "9") == 0.0 and exact_int("the answer is 72", "72") == 1.0

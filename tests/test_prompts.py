@@ -52,21 +52,29 @@ def _task_raw(files: dict[str, Path], base: str) -> dict:
            "data": {"source": "hf", "hf": {
                "path": "json", "data_files": {"train": str(files["train"]), "test": str(files["test"])},
                "splits": {"train": "train[:14]", "dev": "train[14:]", "test": "test", "heldout": "test"},
-               "prompt_field": "question", "answer_field": "answer",
+               "prompt_field": "question", "answer_field": "answer", "answer_extract": "gsm8k",
                "sources": {"heldout": {"data_files": {"test": str(files["svamp"])}, "split": "test",
-                                       "prompt_template": "{Body} {Question}", "answer_field": "Answer"}}}}}
+                                       "prompt_template": "{Body} {Question}", "answer_field": "Answer",
+                                       "answer_extract": ""}}}}}
 
 
 def test_hf_splits_slice_train_for_dev_and_take_heldout_from_another_dataset(files, standin):
     data = prepare_data(_task(files, str(standin)), None)
     sizes = {s: len(data.splits[s]) for s in ("train", "dev", "test", "heldout")}
     assert sizes == {"train": 14, "dev": 6, "test": 10, "heldout": 8}
-    assert data.splits["train"][0] == {"prompt": _gsm8k_row(0)["question"], "answer": _gsm8k_row(0)["answer"],
-                                       "id": "train-00000"}
+    assert data.splits["train"][0] == {"prompt": _gsm8k_row(0)["question"], "answer": "13",
+                                       "solution": _gsm8k_row(0)["answer"], "id": "train-00000"}
     assert data.splits["dev"][0]["prompt"] == _gsm8k_row(14)["question"]  # dev is train's tail, not a copy of it
     assert data.splits["heldout"][0] == {"prompt": "There are 3 birds on a tree. How many legs?", "answer": "6.0",
                                          "id": "heldout-00000"}
-    assert data.splits["test"][0]["answer"].endswith("#### 115")  # the gold solution kept whole for the verifier
+    assert data.splits["test"][0]["answer"] == "115" and data.splits["test"][0]["solution"].endswith("#### 115")
+    # the task's verifier reads a real completion's last number against the stored answer, either format
+    from rlbench.rewards import get_reward
+
+    reward = get_reward("exact_number")
+    assert reward("He has 110 + 5 = 115 apples.\n#### 115", data.splits["test"][0]["answer"]) == 1.0
+    assert reward("So the birds have 6 legs.", data.splits["heldout"][0]["answer"]) == 1.0
+    assert reward("So the birds have 7 legs.", data.splits["heldout"][0]["answer"]) == 0.0
 
 
 def test_chat_prompts_are_rendered_once_with_the_bases_template_and_few_shot_examples(files, standin):
@@ -136,3 +144,12 @@ def test_a_tasks_limits_are_floors_of_its_cells_sandbox_and_checkpoint_cap(files
     assert checkpoint_mb(task, 2048) == 8192 and checkpoint_mb(task, 10_000) == 10_000
     with pytest.raises(ConfigError, match="limits.memory_gb"):
         load_config(TaskConfig, {**_task_raw(files, str(standin)), "limits": {"memory_gb": 0}})
+
+
+def test_a_row_whose_answer_the_extractor_cannot_find_is_named(files, standin):
+    files["test"].write_text(json.dumps({"question": "How many?", "answer": "no final line here"}) + "\n")
+    with pytest.raises(ConfigError, match=r"row test-00000: no answer by 'gsm8k'"):
+        prepare_data(_task(files, str(standin)), None)
+    with pytest.raises(ConfigError, match="answer_extract"):
+        load_config(TaskConfig, {**_task_raw(files, str(standin)),
+                                 "data": {"source": "hf", "hf": {"path": "json", "answer_extract": "last_word"}}})

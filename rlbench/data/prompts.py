@@ -52,6 +52,11 @@ def few_shot_examples(cfg: PromptConfig, train: Items) -> tuple[Items, Items]:
     return train[:cfg.few_shot], train[cfg.few_shot:]
 
 
+def _worked(example: dict[str, Any]) -> str:
+    """An example's answer as shown: its whole worked solution where the data keeps one."""
+    return str(example.get("solution") or example["answer"])
+
+
 def render_prompt(cfg: PromptConfig, question: str, examples: Items, chat: ChatTemplate | None) -> str:
     """One question as the model is given it."""
     ask = cfg.template.format(prompt=question) if cfg.template else question
@@ -61,9 +66,9 @@ def render_prompt(cfg: PromptConfig, question: str, examples: Items, chat: ChatT
         messages = [{"role": "system", "content": cfg.system}] if cfg.system else []
         for ex in examples:
             shown = cfg.template.format(prompt=ex["prompt"]) if cfg.template else ex["prompt"]
-            messages += [{"role": "user", "content": shown}, {"role": "assistant", "content": str(ex["answer"])}]
+            messages += [{"role": "user", "content": shown}, {"role": "assistant", "content": _worked(ex)}]
         return chat.render(messages + [{"role": "user", "content": ask}])
-    shots = "".join(f"{cfg.template.format(prompt=ex['prompt']) if cfg.template else ex['prompt']} {ex['answer']}\n\n"
+    shots = "".join(f"{cfg.template.format(prompt=ex['prompt']) if cfg.template else ex['prompt']} {_worked(ex)}\n\n"
                     for ex in examples)
     return shots + ask
 

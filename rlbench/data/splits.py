@@ -83,7 +83,7 @@ def data_key(task: TaskConfig) -> str:
     data.pop("wave", None)
     if data.get("hf"):  # fields an hf task leaves at their defaults keep the key it had before they existed
         data["hf"] = {k: v for k, v in data["hf"].items()
-                      if k not in ("sources", "revision", "prompt_template") or v}
+                      if k not in ("sources", "revision", "prompt_template", "answer_extract") or v}
     source = seed_source(task)
     blob: dict[str, Any] = {"version": task.version, "data": data, "seed_source": source}
     if task.prompt.active:  # a task without a prompt config keeps the key (and stored splits) it always had
@@ -151,13 +151,25 @@ def load_hf_splits(task: TaskConfig) -> dict[str, list[dict[str, Any]]]:
         for col in fields_needed:
             if col not in ds.column_names:
                 raise ConfigError(f"key 'data.hf': {where} has no column '{col}'; it has {ds.column_names}")
-        out[split] = [
-            {"prompt": src.prompt_template.format(**r) if src.prompt_template else str(r[src.prompt_field]),
-             "answer": str(r[src.answer_field]), "id": f"{split}-{i:05d}"}
-            for i, r in enumerate(ds)
-        ]
+        out[split] = [_hf_item(src, r, f"{split}-{i:05d}", where) for i, r in enumerate(ds)]
     check_disjoint(out)
     return out
+
+
+def _hf_item(src: Any, row: dict[str, Any], item_id: str, where: str) -> dict[str, Any]:
+    """One dataset row as an item: its question, its answer (the final answer by the source's
+    extractor, with the whole field kept as `solution`), and an id."""
+    from rlbench.rewards.extract import extract
+
+    prompt = src.prompt_template.format(**row) if src.prompt_template else str(row[src.prompt_field])
+    raw = str(row[src.answer_field])
+    if not src.answer_extract:
+        return {"prompt": prompt, "answer": raw, "id": item_id}
+    answer = extract(src.answer_extract, raw)
+    if answer is None:
+        raise ConfigError(f"key 'data.hf.answer_extract': {where}, row {item_id}: no answer by "
+                          f"'{src.answer_extract}' in {raw[-200:]!r}")
+    return {"prompt": prompt, "answer": answer, "solution": raw, "id": item_id}
 
 
 def _template_fields(template: str) -> list[str]:

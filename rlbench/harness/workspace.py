@@ -48,9 +48,9 @@ PRETRAIN_ONLY = ("trace",)  # a generator's pretraining text (a worked solution)
 
 
 def visible_items(task: TaskConfig, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Items as the workspace shows them: without `answer` when rewards come from the endpoint,
-    never with a pretraining trace."""
-    drop = PRETRAIN_ONLY + (("answer",) if answers_hidden(task) else ())
+    """Items as the workspace shows them: without `answer` (and the worked `solution` it came from)
+    when rewards come from the endpoint, never with a pretraining trace."""
+    drop = PRETRAIN_ONLY + (("answer", "solution") if answers_hidden(task) else ())
     return [{k: v for k, v in it.items() if k not in drop} for it in items]
 
 

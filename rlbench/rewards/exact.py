@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rlbench.rewards.extract import after_last_marker
+from rlbench.rewards.extract import MAX_NUMBER_CHARS, after_last_marker
 
 
 def parse_int_answer(completion: str) -> int | None:
@@ -16,7 +16,7 @@ def parse_int_answer(completion: str) -> int | None:
     """
     text = after_last_marker(completion.strip())  # the last marker wins
     match = re.search(r"[-+]?\d{1,3}(?:,\d{3})+(?!\d)|[-+]?\d+", text)
-    if match is None:
+    if match is None or len(match.group(0)) > MAX_NUMBER_CHARS:  # int() refuses > 4,300 digits: no answer, not an error
         return None
     return int(match.group(0).replace(",", ""))
 

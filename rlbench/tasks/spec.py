@@ -95,6 +95,7 @@ class HFSplitSource:
     prompt_field: Optional[str] = None
     prompt_template: Optional[str] = None
     answer_field: Optional[str] = None
+    answer_extract: Optional[str] = None
 
 
 @dataclass
@@ -114,11 +115,20 @@ class HFDataConfig:
     # a row's fields formatted into the question ("{Body} {Question}"); '' : the prompt_field as is
     prompt_template: str = ""
     answer_field: str = "answer"
+    # the answer as stored: the answer field's final answer by a named extractor (rlbench/rewards/extract.py;
+    # `gsm8k` takes what follows `####`), the whole field kept as `solution`; '' : the field as it is
+    answer_extract: str = ""
     sources: dict[str, HFSplitSource] = field(default_factory=dict)
 
     def validate(self) -> None:
+        from rlbench.rewards.extract import check_extractor
+
         for split in list(self.splits) + list(self.sources):
             check(split in SPLITS, f"data.hf.splits/sources.{split}", split, ", ".join(SPLITS))
+        for split in SPLITS:
+            name = self.source(split).answer_extract
+            if name:
+                check_extractor(name, f"data.hf.answer_extract ({split})")
 
     def source(self, split: str) -> "HFSplitSource":
         """The split's source, every field resolved (its own where set, else the task's)."""
@@ -130,7 +140,8 @@ class HFDataConfig:
                              data_files=pick("data_files", dict(self.data_files)),
                              prompt_field=pick("prompt_field", self.prompt_field),
                              prompt_template=pick("prompt_template", self.prompt_template),
-                             answer_field=pick("answer_field", self.answer_field))
+                             answer_field=pick("answer_field", self.answer_field),
+                             answer_extract=pick("answer_extract", self.answer_extract))
 
 
 @dataclass
