@@ -100,8 +100,8 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int], bud
   evaluation protocol: {task.eval.samples_per_prompt} samples per prompt at temperature {task.eval.temperature},
   at most {task.eval.max_new_tokens} new tokens).
 - `grade`: the grading client. `./grade submit PATH` submits a checkpoint folder (one that
-  `from_pretrained` loads, same tokenizer and architecture family as `model/`) and prints its dev
-  score; `./grade status` prints the budget used and left and your submissions so far.
+  `from_pretrained` loads, same tokenizer and architecture family as `model/`, or a PEFT LoRA
+  adapter folder, which the harness merges onto `model/`) and prints its dev score; `./grade status` prints the budget used and left and your submissions so far.
   `./grade submit PATH --recipe "python train.py seed={{seed}}"` also says how the checkpoint was
   made: after you finish, the harness reruns that command on your code from the base model with
   other seeds (`{{seed}}` is replaced) and on a larger model, to see whether your result holds.
