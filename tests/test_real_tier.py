@@ -78,3 +78,21 @@ def test_null_and_reference_cells_run_the_standin_end_to_end(tmp_path):
     train = [s for s in steps if s["tool"] == "exec"]
     assert train and train[0]["result"]["returncode"] == 0, train  # GRPO ran on the chat prompts and saved a model
     assert "train.py" in results["reference"]["chosen_checkpoint"]["recipe"]
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
+def test_the_gpu_check_runs_every_step_on_a_cpu(tmp_path):
+    """scripts/gpu_check.py is the prepared check for a GPU machine; on a CPU, at the tiny size, each
+    of its steps (model, rollout, learner step, weight sync, sandboxed command, scoring) runs too."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_check.py"), "--device", "cpu", "--size", "tiny",
+                           "--prompts", "4", "--tokens", "8", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert list(report["steps"]) == ["model", "rollout", "learner", "sync", "sandbox", "scoring"]
+    assert all(s["ok"] for s in report["steps"].values())
+    assert report["steps"]["sync"]["tensors"] > 0 and report["steps"]["sandbox"]["gpus_seen"] == 0
+    assert report["steps"]["scoring"]["n"] == 60
