@@ -47,7 +47,7 @@ def _pct(x: float | None) -> str:
 @tasks_app.command("list")
 def tasks_list() -> None:
     """All tasks with their category, kind of work, difficulty, base model and budget."""
-    from rlbench.tasks.registry import list_tasks
+    from rlbench.tasks.registry import list_tasks, variants
 
     try:
         tasks = list_tasks()
@@ -66,7 +66,8 @@ def tasks_list() -> None:
         rewards = t.reward.access.value + (f" ({b.reward_queries:,} queries)" if t.reward.access.value == "endpoint" else "")
         v = validations.get(t.name)
         state = "-" if not v or v.get("version") != t.version else ("passed" if v["passed"] else "failed")
-        table.add_row(t.name, t.version, t.category.value, t.kind.value, t.difficulty.value, t.model.base, rewards,
+        name = t.name + "".join(f"\n  @{v}" for v in variants(t.name))  # e.g. the real tier's CPU stand-in
+        table.add_row(name, t.version, t.category.value, t.kind.value, t.difficulty.value, t.model.base, rewards,
                       budget, state)
     out.print(table)
 
@@ -174,11 +175,11 @@ def tasks_baselines(
     installation's secret draw lies from them, against the 95% interval of the difference. Exits 1
     when a difference passes twice that interval (another task, not chance)."""
     from rlbench.evaluation.task_baselines import record_baseline, write_baseline
-    from rlbench.tasks.registry import list_tasks, load_task, task_dir
+    from rlbench.tasks.registry import list_tasks, load_task
 
     set_quiet(quiet)
     try:
-        tasks = [load_task(n) for n in names] if names else list_tasks()
+        tasks = [load_task(n) for n in names] if names else list_tasks("cpu")  # the real tier's by name, on its GPUs
     except ConfigError as exc:
         _fail(exc)
     table = Table(title="base-model baselines (pass@1 %): public-seed splits, and this installation's secret draw")
@@ -200,7 +201,7 @@ def tasks_baselines(
                           ("[green]yes[/]" if sec["agree"] else "[yellow]no (chance)[/]" if sec["same_task"]
                            else "[red]no: another task[/]") if sec else "fixed data")
         if write:
-            out.print(f"written: {write_baseline(task, task_dir(task.name), rec)}", highlight=False)
+            out.print(f"written: {write_baseline(task, rec)}", highlight=False)
     out.print(table)
     if not same:
         raise typer.Exit(1)

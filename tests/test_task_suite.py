@@ -119,3 +119,74 @@ def test_batch_rewards_go_through_the_grading_server(tmp_path, monkeypatch):
         assert batch_rewards(task, [{"prompt": "1+1=", "answer": "2"}], ["2"]) == [1.0]  # answers: computed locally
     finally:
         server.close()
+
+
+def _long_task(max_new_tokens: int):
+    """An endpoint task with GSM8K-style answers (whole solutions ending `#### N`) and completions
+    of up to `max_new_tokens`."""
+    from rlbench.tasks.spec import TaskConfig
+
+    task = TaskConfig()
+    task.reward.name = "exact_number"
+    task.reward.params = {"extract": "gsm8k", "answer_extract": "gsm8k"}
+    task.eval.max_new_tokens = max_new_tokens
+    return task
+
+
+def _solution(chars: int, answer: int, step: str = "She buys 12 + 30 = <<12+30=42>>42 apples, eats 7: <<42-7=35>>35.\n") -> str:
+    """A completion of exactly `chars` characters whose final answer comes last, as GSM8K's do."""
+    end = f"#### {answer}"
+    return (step * (chars // len(step) + 1))[:chars - len(end)] + end
+
+
+def test_the_reward_caps_follow_the_task():
+    from rlbench.rewards.sizes import MAX_COMPLETION_CHARS, MAX_REQUEST_BYTES, completion_chars, request_bytes
+
+    small = _long_task(8)  # the generated tasks: today's cut, a floor; a line that holds a full request of them
+    assert (completion_chars(small), request_bytes(small)) == (1000, 1024 * (1000 + 64) + 4096)
+    real = _long_task(1024)
+    assert completion_chars(real) == 8 * 1024 and 256 * 4000 < request_bytes(real) <= 16 * 1024 ** 2
+    huge = _long_task(10 ** 9)  # whatever a task says, every size stays capped
+    assert (completion_chars(huge), request_bytes(huge)) == (MAX_COMPLETION_CHARS, MAX_REQUEST_BYTES)
+    assert 12 * MAX_COMPLETION_CHARS < MAX_REQUEST_BYTES  # one completion always fits, however it escapes
+
+
+def test_long_completions_are_scored_whole_through_the_grading_server(tmp_path, monkeypatch):
+    """256 completions of 4,000 characters with the answer at the end: one request of ~1 MB (over
+    the old 64 KiB line), each completion scored whole (the old 1,000-character cut lost the answer)."""
+    from rlbench.grading.client import request
+    from rlbench.grading.server import GradingServer
+    from rlbench.rewards.source import batch_rewards
+
+    train = [{"id": f"train-{i:05d}", "answer": f"He has {i} + 1 = <<{i}+1={i + 1}>>{i + 1}.\n#### {i + 1}"}
+             for i in range(256)]
+    items = [{"id": it["id"], "prompt": "How many?"} for it in train]
+    texts = [_solution(4000, i + 1 if i % 2 == 0 else i + 2) for i in range(256)]
+    want = [1.0 if i % 2 == 0 else 0.0 for i in range(256)]
+    assert {len(t) for t in texts} == {4000}
+    for tokens, cut_off in ((1024, False), (8, True)):
+        folder = tmp_path / str(tokens)
+        folder.mkdir()
+        task = _long_task(tokens)
+        svc = RewardService(task, train, 10_000, folder / "q.jsonl")
+        server = GradingServer(folder, folder, folder, 60, 0, lambda path: {}, rewards=svc).start()
+        try:
+            monkeypatch.setenv("RLBENCH_GRADER", str(server.socket_path))
+            got = batch_rewards(task, items, texts)
+            logged = [json.loads(line) for line in (folder / "q.jsonl").read_text().splitlines()]
+            if cut_off:  # a short task keeps today's cut: 1,000 characters each, the answers lost
+                assert got == [0.0] * 256 and svc.requests == 1
+                assert {len(c) for r in logged for c in r["completions"]} == {1000}
+                continue
+            assert got == want and svc.requests == 1
+            assert logged[0]["completions"] == texts
+            # text that escapes long in JSON (12 bytes a character) is packed into more requests
+            wide = [_solution(4000, i + 1, step="\U0001F34E" * 60 + "\n") for i in range(256)]
+            assert batch_rewards(task, items, wide) == [1.0] * 256 and svc.requests == 3
+            # a line over the task's cap is refused whole, with a reason, and the server lives on
+            over = request(str(server.socket_path), {"op": "reward", "ids": ["train-00000"],
+                                                     "completions": ["7" * svc.max_request_bytes]}, timeout=30)
+            assert not over["ok"] and "over" in over["error"] and svc.used == 512
+            assert server.status()["reward_queries_left"] == 10_000 - 512
+        finally:
+            server.close()

@@ -1,3 +1,5 @@
+import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -92,9 +94,38 @@ def test_unbuilt_zoo_model_without_build_is_clear(fresh_home, tmp_path, monkeypa
         resolve_model("arith-m", build_missing=False)
 
 
-def test_hub_id_is_tried_and_fails_clearly_offline():
-    assert resolve_model("Qwen/Qwen2.5-0.5B-Instruct").kind == "hub"
-    with pytest.raises(ConfigError, match="hub"):
+def _hub_snapshot(cache: Path, repo: str, revision: str, source: Path) -> Path:
+    """The hub cache's own layout (what snapshot_download writes): blobs, refs/main, snapshots/REV."""
+    root = cache / f"models--{repo.replace('/', '--')}"
+    snap = root / "snapshots" / revision
+    snap.mkdir(parents=True)
+    (root / "blobs").mkdir()
+    for f in source.iterdir():
+        blob = root / "blobs" / hashlib.sha256(f.read_bytes()).hexdigest()
+        blob.write_bytes(f.read_bytes())
+        (snap / f.name).symlink_to(os.path.relpath(blob, snap))
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(revision)
+    return snap
+
+
+def test_a_hub_id_loads_its_snapshot_from_the_cache_by_revision_and_is_named_by_its_bytes(tmp_path):
+    from rlbench.models.hub import hub_cache
+    from rlbench.models.standin import build_chat_standin
+    from rlbench.models.zoo import model_identity, weights_hash
+
+    source = build_chat_standin(tmp_path / "built")
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    snap = _hub_snapshot(hub_cache(), "rlbench-test/qwen2-standin", rev, source)
+    for ref in ("rlbench-test/qwen2-standin", f"rlbench-test/qwen2-standin@{rev}"):
+        resolved = resolve_model(ref)
+        assert resolved.kind == "hub" and Path(resolved.location) == snap, resolved
+    model, tokenizer, _ = load_model(f"rlbench-test/qwen2-standin@{rev}")
+    assert type(model).__name__ == "Qwen2ForCausalLM" and tokenizer.chat_template
+    assert model_identity("rlbench-test/qwen2-standin") == weights_hash(source)  # the bytes, not the name
+    with pytest.raises(ConfigError, match="not in the cache .* and not fetched.*huggingface-cli download"):
+        resolve_model("rlbench-test/qwen2-standin@ffffffffffffffffffffffffffffffffffffffff")
+    with pytest.raises(ConfigError, match="not in the cache"):
         load_model("rlbench-test/definitely-not-a-model")
 
 
@@ -114,13 +145,21 @@ TASK_BASES = {"arith-s", "arith-m", "calc-s", "game-s", "words-s"}
 
 
 def test_every_task_base_is_pinned_verified_and_loads_without_a_build(fresh_home):
-    """A zoo name loads the shipped artifact, checked against its sha256, and never builds."""
+    """A zoo name loads the shipped artifact, checked against its sha256, and never builds. A CPU
+    task's base is a pinned zoo model; a real-tier task's is a hub id (named by its snapshot's
+    hash in every result)."""
     import yaml
+
+    from rlbench.models.hub import parse_hub_id
 
     pinned = pins()
     assert TASK_BASES | {"arith-tiny"} <= set(pinned)
     for spec in sorted((Path(zoo.__file__).parents[2] / "tasks").glob("*/task.yaml")):
-        models = yaml.safe_load(spec.read_text())["model"]
+        task = yaml.safe_load(spec.read_text())
+        models = task["model"]
+        if task["budget"].get("device") == "cuda":
+            assert parse_hub_id(models["base"]) is not None, spec
+            continue
         assert models["base"] in pinned and models.get("scale") in (None, *pinned), spec
     for name, p in pinned.items():
         folder = verify_canonical(name)

@@ -104,10 +104,17 @@ def data_key(task: TaskConfig) -> str:
     """The standard splits' key: a wave changes test and heldout only, so it is not part of it.
     It ends in the seed source, and a secret key also hashes which secret (a digest, never the
     secret), so public and secret splits, or two secrets' splits, never share a stored folder."""
+    from rlbench.data.prompts import prompt_key
+
     data = to_dict(task.data)
     data.pop("wave", None)
+    if data.get("hf"):  # fields an hf task leaves at their defaults keep the key it had before they existed
+        data["hf"] = {k: v for k, v in data["hf"].items()
+                      if k not in ("sources", "revision", "prompt_template", "answer_extract") or v}
     source = seed_source(task)
     blob: dict[str, Any] = {"version": task.version, "data": data, "seed_source": source}
+    if task.prompt.active:  # a task without a prompt config keeps the key (and stored splits) it always had
+        blob["prompt"] = prompt_key(task.prompt, task.model.base)
     if source == "secret":
         blob["secret_id"] = secret_id(splits_secret())
     return f"{hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]}-{source}"
@@ -146,30 +153,56 @@ def generate_splits(task: TaskConfig, task_folder: Path | None = None) -> dict[s
 
 
 def load_hf_splits(task: TaskConfig) -> dict[str, list[dict[str, Any]]]:
-    """Read the four splits from a HF `datasets` source (a hub id or a local builder/folder)."""
+    """Read the four splits from HF `datasets` sources (a hub id at a pinned revision, or a local
+    builder or folder), each split from its own source where the task gives one. The question is a
+    row's `prompt_field`, or its fields formatted into `prompt_template`."""
     import datasets
 
     spec = task.data.hf
     assert spec is not None
     out: dict[str, list[dict[str, Any]]] = {}
     for split in SPLITS:
-        hf_split = spec.splits.get(split, split)
+        src = spec.source(split)
         kwargs: dict[str, Any] = {}
-        if spec.data_files:
-            kwargs["data_files"] = dict(spec.data_files)
+        if src.data_files:
+            kwargs["data_files"] = dict(src.data_files)
+        if src.revision:
+            kwargs["revision"] = src.revision
+        where = f"split '{src.split}' of '{src.path}'" + (f" at revision {src.revision}" if src.revision else "")
         try:
-            ds = datasets.load_dataset(spec.path, spec.name, split=hf_split, **kwargs)
+            ds = datasets.load_dataset(src.path, src.name, split=src.split, **kwargs)
         except Exception as exc:
-            raise ConfigError(f"key 'data.hf': cannot load split '{hf_split}' of '{spec.path}': {exc}") from exc
-        for col in (spec.prompt_field, spec.answer_field):
+            raise ConfigError(f"key 'data.hf': cannot load {where} (for {split}): {exc}") from exc
+        fields_needed = [src.answer_field] + ([src.prompt_field] if not src.prompt_template else
+                                              [f for f in _template_fields(src.prompt_template)])
+        for col in fields_needed:
             if col not in ds.column_names:
-                raise ConfigError(f"key 'data.hf': split '{hf_split}' has no column '{col}'; it has {ds.column_names}")
-        out[split] = [
-            {"prompt": str(r[spec.prompt_field]), "answer": str(r[spec.answer_field]), "id": f"{split}-{i:05d}"}
-            for i, r in enumerate(ds)
-        ]
+                raise ConfigError(f"key 'data.hf': {where} has no column '{col}'; it has {ds.column_names}")
+        out[split] = [_hf_item(src, r, f"{split}-{i:05d}", where) for i, r in enumerate(ds)]
     check_disjoint(out)
     return out
+
+
+def _hf_item(src: Any, row: dict[str, Any], item_id: str, where: str) -> dict[str, Any]:
+    """One dataset row as an item: its question, its answer (the final answer by the source's
+    extractor, with the whole field kept as `solution`), and an id."""
+    from rlbench.rewards.extract import extract
+
+    prompt = src.prompt_template.format(**row) if src.prompt_template else str(row[src.prompt_field])
+    raw = str(row[src.answer_field])
+    if not src.answer_extract:
+        return {"prompt": prompt, "answer": raw, "id": item_id}
+    answer = extract(src.answer_extract, raw)
+    if answer is None:
+        raise ConfigError(f"key 'data.hf.answer_extract': {where}, row {item_id}: no answer by "
+                          f"'{src.answer_extract}' in {raw[-200:]!r}")
+    return {"prompt": prompt, "answer": answer, "solution": raw, "id": item_id}
+
+
+def _template_fields(template: str) -> list[str]:
+    import string
+
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
 
 
 def check_disjoint(splits: dict[str, list[dict[str, Any]]]) -> None:
@@ -221,15 +254,19 @@ def _store(task: TaskConfig, dirs: dict[str, Path], splits: dict[str, list[dict[
     return prints
 
 
-def prepare_data(task: TaskConfig, task_folder: Path | None = None) -> TaskData:
+def prepare_data(task: TaskConfig, task_folder: Path | None = None, tokenizer_dir: Path | None = None) -> TaskData:
     """Build (or load the stored) splits of `task`, checking each against its fingerprint. With
-    `data.wave` set, test and heldout are that wave's (rlbench/data/waves.py); train and dev stay."""
+    `data.wave` set, test and heldout are that wave's (rlbench/data/waves.py); train and dev stay.
+    A task with a `prompt` section has its prompts rendered as they are built (rlbench/data/prompts.py);
+    with `prompt.chat`, building them needs the base model's folder (`tokenizer_dir`) for its template."""
     import datasets
+
+    from rlbench.data.prompts import render_splits
 
     datasets.disable_progress_bars()
     key = data_key(task)
     if task.data.wave:
-        return _with_wave(task, task_folder, key)
+        return _with_wave(task, task_folder, key, tokenizer_dir)
     dirs = {s: _split_dir(task, key, s) for s in SPLITS}
     stored = _load_stored(dirs)
     if stored is not None:
@@ -238,13 +275,16 @@ def prepare_data(task: TaskConfig, task_folder: Path | None = None) -> TaskData:
         splits = load_hf_splits(task)
     else:
         splits = generate_splits(task, task_folder)
+    splits = render_splits(task.prompt, splits, tokenizer_dir)
     return TaskData(splits=splits, fingerprints=_store(task, dirs, splits), key=key, seed_source=seed_source(task))
 
 
-def _with_wave(task: TaskConfig, task_folder: Path | None, key: str) -> TaskData:
+def _with_wave(task: TaskConfig, task_folder: Path | None, key: str, tokenizer_dir: Path | None) -> TaskData:
+    if task.prompt.active:  # a wave is drawn against the standard splits' questions, which rendering changed
+        raise ConfigError(f"task {task.name}: test waves are not drawn for tasks with a prompt section")
     standard_task = copy.deepcopy(task)
     standard_task.data.wave = ""
-    standard = prepare_data(standard_task, task_folder)
+    standard = prepare_data(standard_task, task_folder, tokenizer_dir)
     dirs = {s: hidden_root() / "data" / task.name / f"{task.version}-{key}-wave-{task.data.wave}" / s
             for s in HIDDEN_SPLITS}
     stored = _load_stored(dirs)

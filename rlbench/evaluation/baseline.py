@@ -20,7 +20,7 @@ from rlbench.config.core import to_dict
 from rlbench.data.splits import prepare_data
 from rlbench.evaluation.score import EVAL_VERSION, score_split
 from rlbench.io import atomic_write_json, read_json
-from rlbench.models.zoo import files_hash, load_model, weights_hash
+from rlbench.models.zoo import files_hash, load_model, prompt_base_dir, weights_hash
 from rlbench.paths import scores_root
 from rlbench.progress import info
 from rlbench.tasks.registry import task_dir
@@ -54,11 +54,10 @@ def evaluate_model(
     """Scores of `model_ref` on `splits` of `task`; cached under the hidden root."""
     import torch
 
-    data = prepare_data(task, task_dir(task.name))
+    data = prepare_data(task, task_dir(task.name), tokenizer_dir=prompt_base_dir(task))
     model, tokenizer, resolved = load_model(model_ref, device=device)
-    local = resolved.kind != "hub"
-    weights = weights_hash(Path(resolved.location)) if local else resolved.location
-    key = eval_key(files_hash(Path(resolved.location)) if local else resolved.location, task, data.fingerprints, splits)
+    weights = weights_hash(Path(resolved.location))  # every kind resolves to a local folder (a hub id: its snapshot)
+    key = eval_key(files_hash(Path(resolved.location)), task, data.fingerprints, splits)
     cache = scores_root() / task.name / f"{key}.json"
     sizes = {s: len(data.splits[s]) for s in splits}
     result = _cached(cache, key, sizes) if use_cache else None

@@ -64,8 +64,10 @@ def same_task(diff: float, halfwidth_95: float) -> bool:
     return abs(diff) <= SAME_TASK_FACTOR * halfwidth_95 + 1e-12
 
 
-def write_baseline(task: TaskConfig, folder: Path, record: dict[str, Any]) -> Path:
-    path = Path(folder) / BASELINE_FILE
+def write_baseline(task: TaskConfig, record: dict[str, Any]) -> Path:
+    from rlbench.tasks.registry import task_file
+
+    path = task_file(task.name, BASELINE_FILE)  # a variant's beside its variant file, not over its task's
     atomic_write_json(path, record)
     return path
 

@@ -3,6 +3,9 @@ the agent never sees (`reward.access: endpoint`).
 
 Only train ids are scored (dev and the hidden splits never are), at most `limit` completions in
 all; a request that would pass the limit is refused whole, so the count an agent reads is exact.
+Each completion is scored on its first `max_chars` characters and a request holds at most
+MAX_PER_REQUEST of them in a line of at most `max_request_bytes`: both follow the task's
+`eval.max_new_tokens` (rlbench/rewards/sizes.py).
 Every request is appended to `reward_queries.jsonl` in the cell folder, with its ids, completions
 and rewards: what the agent learned from the environment is on record.
 """
@@ -16,15 +19,17 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlbench.rewards import get_reward
-
-MAX_PER_REQUEST = 1024
-MAX_CHARS = 1000
+from rlbench.rewards.sizes import MAX_PER_REQUEST, completion_chars, request_bytes
 
 
 class RewardService:
     def __init__(self, task: Any, train: Sequence[dict[str, Any]], limit: int, log_path: Path | None):
         self.fn = get_reward(task.reward.name)
         self.params = dict(task.reward.params)
+        # the caps follow the task's completion length (rlbench/rewards/sizes.py): the characters
+        # of each completion scored, and the request line the grading server reads for this op
+        self.max_chars = completion_chars(task)
+        self.max_request_bytes = request_bytes(task)
         self.answers = {it["id"]: it["answer"] for it in train}
         self.limit = int(limit)
         self.used = 0
@@ -52,7 +57,7 @@ class RewardService:
             if self.used + len(ids) > self.limit:
                 return {"ok": False, "error": f"reward budget: {self.left} of {self.limit} queries left, "
                                               f"{len(ids)} asked", "queries_left": self.left}
-            texts = [str(c)[:MAX_CHARS] for c in completions]
+            texts = [str(c)[:self.max_chars] for c in completions]
             rewards = [float(self.fn(t, self.answers[i], **self.params)) for i, t in zip(ids, texts)]
             self.used += len(ids)
             self.requests += 1

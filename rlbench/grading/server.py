@@ -14,8 +14,9 @@ connection, one JSON line each way:
 
 Every connection is hostile until its request arrives (rlbench/sandbox/listener.py): at most
 MAX_CONNECTIONS open at once from the sandbox (and as many from the harness's own tools), the rest
-answered with an error and closed at once, the request line due within READ_TIMEOUT_S; the counts
-go into the cell's result.
+answered with an error and closed at once, the request line due within READ_TIMEOUT_S and at most
+`max_request_bytes` long (64 KiB, more for the reward endpoint of a task with long completions);
+the counts go into the cell's result.
 
 `reward` exists on tasks whose answers the agent never sees (rlbench/grading/rewards.py); `claim`
 records the agent's own estimate of a submission's test gain, scored on evaluate tasks.
@@ -42,7 +43,7 @@ from rlbench import safefs
 from rlbench.grading.validate import validate_checkpoint
 from rlbench.record import SnapshotError, Snapshots
 from rlbench.io import atomic_write_json, utc_now
-from rlbench.sandbox.listener import ConnectionGate, GatedUnixServer, read_request_line
+from rlbench.sandbox.listener import MAX_REQUEST, ConnectionGate, GatedUnixServer, read_request_line
 from rlbench.sandbox.runner import INSIDE_WORKSPACE, workspace_host_path
 
 WRITE_TIMEOUT_S = 30.0  # a reply the peer does not read within this is dropped
@@ -71,6 +72,9 @@ class GradingServer:
         self._sweep_lock = threading.Lock()
         self.sweeping = ""  # the design being swept now, for progress lines
         self.rewards = rewards  # a RewardService, or None: the task has no reward endpoint
+        # the longest request line read: the reward endpoint's follows the task's completion
+        # length (rlbench/rewards/sizes.py, never under the listener's MAX_REQUEST), the rest is small
+        self.max_request_bytes = max(MAX_REQUEST, int(getattr(rewards, "max_request_bytes", 0)))
         self.compute = compute  # the agent's compute so far (rlbench/sandbox/compute.py), stamped on submissions
         self.compute_limits: dict[str, float] = {}  # cpu_seconds / gpu_seconds the cell allows (absent: none)
         self.spent_reason = ""  # set when a CPU or GPU limit passed: the budget is spent from then on
@@ -85,15 +89,19 @@ class GradingServer:
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                line = read_request_line(self.request, server.gate.read_timeout_s)
+                line = read_request_line(self.request, server.gate.read_timeout_s, server.max_request_bytes)
                 if line is None:  # idle or slow: its slot goes back to the pool
                     server.gate.note_timeout()
                     return
                 if not line.strip():  # connected and closed without a word
                     return
                 try:
-                    request = json.loads(line)
-                    reply = server.handle(request if isinstance(request, dict) else {})
+                    if len(line) >= server.max_request_bytes:  # no newline within the cap: cut, not a request
+                        reply = {"ok": False, "error": f"request line over {server.max_request_bytes} bytes; "
+                                                       "send fewer or shorter completions per request"}
+                    else:
+                        request = json.loads(line)
+                        reply = server.handle(request if isinstance(request, dict) else {})
                 except json.JSONDecodeError:
                     reply = {"ok": False, "error": "send one JSON object per line: {\"op\": \"submit\" | \"status\", ...}"}
                 except Exception as exc:  # noqa: BLE001 - the grader must answer, never die

@@ -65,11 +65,58 @@ def validate_checkpoint(src: Path, workspace: Path, base_model: Path, copy_to: P
     except OSError as exc:
         shutil.rmtree(copy_to, ignore_errors=True)
         return Verdict(False, f"'{src}' cannot be copied: {exc.strerror or exc}")
-    reason = _check_model(Path(copy_to), base_model)
+    reason = merge_adapter(Path(copy_to), base_model) if is_adapter(Path(copy_to)) else ""
+    reason = reason or _check_model(Path(copy_to), base_model)
     if reason:
         shutil.rmtree(copy_to, ignore_errors=True)
         return Verdict(False, reason, size_bytes=size)
     return Verdict(True, "", str(copy_to), tree_hash(Path(copy_to)), size)
+
+
+ADAPTER_DIR = "adapter"  # where a merged adapter's own files stay in the harness's copy, for the record
+
+
+def is_adapter(path: Path) -> bool:
+    """A PEFT adapter checkpoint (adapter_config.json, no config.json of a full model)."""
+    return (path / "adapter_config.json").is_file() and not (path / "config.json").exists()
+
+
+def merge_adapter(path: Path, base_model: Path) -> str:
+    """Merge the LoRA adapter in the harness's copy `path` onto the harness's own base model and
+    write the merged model (and the base's tokenizer) into `path`, the adapter's files kept under
+    `path/adapter/`: from here on it is checked and scored as any full checkpoint. The adapter
+    names a base of its own (`base_model_name_or_path`); that is the agent's text and is never
+    read: the base is always the task's. '' when merged, else why not."""
+    import json
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        cfg = json.loads((path / "adapter_config.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"adapter_config.json does not load: {_short(exc)}"
+    if not isinstance(cfg, dict) or cfg.get("peft_type") != "LORA":
+        return "only LoRA adapters are merged (adapter_config.json's peft_type must be LORA)"
+    if not (path / "adapter_model.safetensors").is_file():
+        return "an adapter checkpoint needs adapter_model.safetensors (save it with safe_serialization)"
+    kept = path / ADAPTER_DIR
+    kept.mkdir()
+    for f in list(path.iterdir()):
+        if f != kept:
+            f.rename(kept / f.name)
+    cfg["base_model_name_or_path"] = str(base_model)  # the task's base, whatever the adapter says
+    (kept / "adapter_config.json").write_text(json.dumps(cfg))
+    try:
+        from peft import PeftModel
+
+        base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
+        merged = PeftModel.from_pretrained(base, str(kept), is_trainable=False).merge_and_unload()
+        merged.save_pretrained(str(path), safe_serialization=True)
+        AutoTokenizer.from_pretrained(base_model).save_pretrained(str(path))
+    except Exception as exc:  # noqa: BLE001 - an adapter that does not fit the base is the agent's
+        return f"the LoRA adapter does not merge onto the base model: {_short(exc)}"
+    return ""
 
 
 def _check_model(path: Path, base_model: Path) -> str:

@@ -26,8 +26,8 @@ from typing import Any, Callable
 from rlbench import safefs
 from rlbench.config.core import ConfigError, check, to_dict
 from rlbench.features import JudgeContext
-from rlbench.harness.environment import (CellEnvironment, cell_budget, prepare_environment, sandbox_limits,
-                                         start_grader)
+from rlbench.harness.environment import (CellEnvironment, cell_budget, checkpoint_mb, prepare_environment,
+                                         sandbox_limits, start_grader)
 from rlbench.integrity.decoys import EVENTS_FILE, DecoyWatch, plant_decoys, scan_for_use
 from rlbench.integrity.hacking import reward_hacking
 from rlbench.integrity.verdict import integrity_section, with_broken_harness
@@ -38,6 +38,7 @@ from rlbench.record import in_flight, read_trajectory
 from rlbench.reports.cell_report import training_runs
 from rlbench.results import CellResult, CellStatus
 from rlbench.sandbox.compute import SANDBOX_CPU_FILE, STOP_FILE, ComputeMeter, trial_cpu_total
+from rlbench.sandbox.gpus import assigned_gpus
 from rlbench.sandbox.runner import SandboxConfig, require_bwrap
 from rlbench.scoring.capabilities import capabilities
 
@@ -111,15 +112,18 @@ def _cell_id(cfg: CellConfig) -> str:
 class AgentHost:
     """The agent's process: builds the ToolBox there and runs the agent to its end."""
 
-    def __init__(self, cell_dir: str, workspace: str, grader: str, limits: dict[str, Any], budget_s: float, cpus: int):
+    def __init__(self, cell_dir: str, workspace: str, grader: str, limits: dict[str, Any], budget_s: float, cpus: int,
+                 gpus: str = ""):
         self.args = (cell_dir, workspace, grader, limits, budget_s, cpus)
+        self.gpus = gpus  # the cell's GPUs (this actor reserves none): its sandbox gets exactly these
 
     def run(self, agent: str, options: dict[str, Any]) -> dict[str, Any]:
         from rlbench.agents.base import resolve_agent
         from rlbench.harness.tools import ToolBox
 
         cell_dir, workspace, grader, limits, budget_s, cpus = self.args
-        tools = ToolBox(Path(cell_dir), Path(workspace), grader, SandboxConfig(**limits), budget_s, cpus)
+        tools = ToolBox(Path(cell_dir), Path(workspace), grader, SandboxConfig(**limits), budget_s, cpus,
+                        visible_gpus=self.gpus)
         impl = resolve_agent(agent, options)
         impl.run((Path(workspace) / "description.md").read_text(), tools)
         return {"tool_calls": tools.calls, "budget_hit": tools.budget_hit, "snapshots": tools.snapshots.commits}
@@ -221,7 +225,8 @@ def run_cell(cfg: CellConfig) -> CellResult:
     task = load_task(cfg.task, [f"data.wave={cfg.wave}"] if cfg.wave else [])
     budget = cell_budget(task, cfg.budget_s, cfg.budget_cpu_s, cfg.budget_gpu_s)
     # the sandbox the cell runs, as its result records it: showing empty what the features hide
-    cfg = replace(cfg, limits=sandbox_limits(task, cfg.limits, cfg.sandbox))
+    cfg = replace(cfg, limits=sandbox_limits(task, cfg.limits, cfg.sandbox),
+                  max_checkpoint_mb=checkpoint_mb(task, cfg.max_checkpoint_mb))
     cell_dir = _new_cell_dir(cfg)
     result = CellResult(cell=cell_dir.name, agent=cfg.agent, task=task.name, task_version=task.version, seed=cfg.seed,
                         wave=cfg.wave, status=CellStatus.CRASHED, reason="", sandboxed=cfg.sandbox == "bwrap",
@@ -531,7 +536,7 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
     host_cls = ray.remote(num_cpus=cfg.agent_cpus, max_restarts=0)(AgentHost)
     host = host_cls.options(name=f"agent-{cell_dir.name}", scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
                             ).remote(str(cell_dir), str(workspace), str(grader.socket_path), to_dict(cfg.limits),
-                                     budget_s, cpus)
+                                     budget_s, cpus, assigned_gpus())
     try:
         # the budget's clock starts once the agent's process is up: a busy node's slow actor start
         # must not eat into what the agent is given

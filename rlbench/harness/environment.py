@@ -43,9 +43,17 @@ def cell_budget(task: TaskConfig, wall_s: float = 0.0, cpu_s: float = 0.0, gpu_s
 
 def sandbox_limits(task: TaskConfig, limits: SandboxConfig, mode: str) -> SandboxConfig:
     """The cell's sandbox settings, showing empty what the task's features keep from the agent
-    (the answers' generator, a debug task's bug table and working pipeline)."""
+    (the answers' generator, a debug task's bug table and working pipeline), and at least what the
+    task's model needs (`limits` in task.yaml: floors, never lowered by a cell)."""
     hidden = [p for f in active(task) for p in f.hidden_paths(task)]
-    return replace(limits, mode=mode, hide=sorted({*limits.hide, *hidden}))
+    floors = {k: max(getattr(limits, k), v) for k in ("memory_gb", "disk_gb", "max_file_gb", "tmp_mb")
+              if (v := getattr(task.limits, k)) is not None}
+    return replace(limits, mode=mode, hide=sorted({*limits.hide, *hidden}), **floors)
+
+
+def checkpoint_mb(task: TaskConfig, cell_mb: int) -> int:
+    """The largest checkpoint the cell's grader takes: the cell's setting, at least the task's."""
+    return max(cell_mb, task.limits.checkpoint_mb or 0)
 
 
 def prepare_environment(task: TaskConfig, folder: Path, *, seed: int, limits: SandboxConfig, mode: str,
@@ -55,11 +63,12 @@ def prepare_environment(task: TaskConfig, folder: Path, *, seed: int, limits: Sa
     `folder/workspace`."""
     from rlbench.data.splits import prepare_data
     from rlbench.harness.workspace import build_workspace
-    from rlbench.models.zoo import resolve_model
+    from rlbench.models.zoo import prompt_base_dir, resolve_model
     from rlbench.tasks.registry import task_dir
 
     features = active(task)
-    data = prepare_data(task, task_dir(task.name))
+    # prompts are rendered with the task's own base (its chat template), whatever model this environment trains
+    data = prepare_data(task, task_dir(task.name), tokenizer_dir=prompt_base_dir(task))
     base_path = Path(resolve_model(model or task.model.base).location)
     states = {f.name: f.prepare(task, seed, Path(state_dir or folder)) for f in features}
     workspace = build_workspace(Path(folder) / "workspace", task, task_dir(task.name), base_path,

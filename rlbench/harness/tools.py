@@ -48,11 +48,11 @@ class Outcome:
 
 class ToolBox:
     def __init__(self, cell_dir: Path, workspace: Path, grader_socket: str, sandbox: SandboxConfig, budget_s: float,
-                 cpus: int = 2):
+                 cpus: int = 2, visible_gpus: str | None = None):
         self.cell_dir, self.workspace = Path(cell_dir), Path(workspace).resolve()
         self.grader = grader_socket
         self.sandbox = Sandbox(self.workspace, sandbox, budget_s, cpus, grader_socket=Path(grader_socket),
-                               scratch=self.cell_dir / "scratch")
+                               scratch=self.cell_dir / "scratch", visible_gpus=visible_gpus)
         self.trajectory = Trajectory(self.cell_dir / "trajectory.jsonl")
         self._events = Trajectory(self.cell_dir / "conversation.jsonl")
         self.snapshots = Snapshots(self.cell_dir / "snapshots.git", self.workspace)

@@ -48,9 +48,9 @@ PRETRAIN_ONLY = ("trace",)  # a generator's pretraining text (a worked solution)
 
 
 def visible_items(task: TaskConfig, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Items as the workspace shows them: without `answer` when rewards come from the endpoint,
-    never with a pretraining trace."""
-    drop = PRETRAIN_ONLY + (("answer",) if answers_hidden(task) else ())
+    """Items as the workspace shows them: without `answer` (and the worked `solution` it came from)
+    when rewards come from the endpoint, never with a pretraining trace."""
+    drop = PRETRAIN_ONLY + (("answer", "solution") if answers_hidden(task) else ())
     return [{k: v for k, v in it.items() if k not in drop} for it in items]
 
 
@@ -82,6 +82,12 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int], bud
     b = budget or task.budget
     fields = ("`prompt` and `id` (and the task's own fields; no `answer`)" if answers_hidden(task)
               else "`prompt` and `answer`")
+    if task.prompt.active:  # rendered once when the splits were built (rlbench/data/prompts.py)
+        how = " and ".join(x for x in ("the base model's chat template" if task.prompt.chat else "",
+                                       "the task's template" if task.prompt.template else "",
+                                       f"{task.prompt.few_shot} worked examples" if task.prompt.few_shot else "") if x)
+        fields += (f"; `prompt` is already rendered ({how}): give it to the model as it is, since the harness scores "
+                   "test with prompts rendered the same way, and `question` is the text it was made from")
     features = "".join(f.describe(task, b) for f in active(task))  # each task feature's own paragraph
     return f"""{body}
 
@@ -94,8 +100,8 @@ def _description(task: TaskConfig, task_folder: Path, sizes: dict[str, int], bud
   evaluation protocol: {task.eval.samples_per_prompt} samples per prompt at temperature {task.eval.temperature},
   at most {task.eval.max_new_tokens} new tokens).
 - `grade`: the grading client. `./grade submit PATH` submits a checkpoint folder (one that
-  `from_pretrained` loads, same tokenizer and architecture family as `model/`) and prints its dev
-  score; `./grade status` prints the budget used and left and your submissions so far.
+  `from_pretrained` loads, same tokenizer and architecture family as `model/`, or a PEFT LoRA
+  adapter folder, which the harness merges onto `model/`) and prints its dev score; `./grade status` prints the budget used and left and your submissions so far.
   `./grade submit PATH --recipe "python train.py seed={{seed}}"` also says how the checkpoint was
   made: after you finish, the harness reruns that command on your code from the base model with
   other seeds (`{{seed}}` is replaced) and on a larger model, to see whether your result holds.

@@ -23,13 +23,16 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from rlbench.config.core import ConfigError, load_config, to_dict
 from rlbench.io import atomic_write_json, read_json
 from rlbench.models.recipe import ModelRecipe, recipe_hash
 from rlbench.paths import models_root
 from rlbench.progress import info
+
+if TYPE_CHECKING:
+    from rlbench.tasks.spec import TaskConfig
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 CANONICAL_DIR = Path(__file__).parent / "canonical"
@@ -269,13 +272,21 @@ def model_meta(folder: Path) -> dict[str, Any] | None:
 @dataclass
 class ResolvedModel:
     ref: str
-    location: str  # a local folder or a hub id, what `from_pretrained` receives
+    location: str  # the local folder `from_pretrained` receives (a hub model's: its fetched snapshot)
     kind: str  # zoo | local | hub
 
 
+def prompt_base_dir(task: "TaskConfig") -> Path | None:
+    """The folder of the base model a task's prompts are rendered with (its chat template;
+    rlbench/data/prompts.py), or None when its prompts need no model."""
+    return Path(resolve_model(task.model.base).location) if task.prompt.chat else None
+
+
 def resolve_model(ref: str, build_missing: bool = True) -> ResolvedModel:
-    """Turn a model reference into what `from_pretrained` loads: a pinned zoo name its verified
-    canonical artifact (never a local build), any other recipe its build (made on demand)."""
+    """Turn a model reference into the folder `from_pretrained` loads: a pinned zoo name its
+    verified canonical artifact (never a local build), any other recipe its build (made on
+    demand), a hub id (`owner/name[@revision]`) its snapshot fetched once into RLBENCH_HOME
+    (rlbench/models/hub.py)."""
     if ref in pins():
         return ResolvedModel(ref, str(verify_canonical(ref)), "zoo")
     if ref in recipe_names():
@@ -290,19 +301,22 @@ def resolve_model(ref: str, build_missing: bool = True) -> ResolvedModel:
         if not (path / "config.json").is_file():
             raise ConfigError(f"model folder {path} has no config.json: not a HF checkpoint")
         return ResolvedModel(ref, str(path.resolve()), "local")
-    if ref.count("/") == 1 and not ref.startswith((".", "/")):
-        return ResolvedModel(ref, ref, "hub")
+    from rlbench.models.hub import fetch, parse_hub_id
+
+    hub = parse_hub_id(ref)
+    if hub is not None:
+        return ResolvedModel(ref, str(fetch(*hub)), "hub")
     raise ConfigError(
         f"model '{ref}' is neither a zoo recipe ({', '.join(recipe_names())}), an existing folder, "
-        "nor a hub id of the form owner/name"
+        "nor a hub id of the form owner/name[@revision]"
     )
 
 
 def model_identity(ref: str) -> str:
-    """What a result names its base by: the weights hash of a zoo or local model (the same for a
-    zoo name on every machine, since it loads the pinned artifact), a hub model's id."""
-    resolved = resolve_model(ref)
-    return resolved.location if resolved.kind == "hub" else weights_hash(Path(resolved.location))
+    """What a result names its base by: the weights hash of the folder it loads (the same for a
+    zoo name on every machine, since it loads the pinned artifact; for a hub id, the bytes of the
+    snapshot fetched, so two revisions are two bases)."""
+    return weights_hash(Path(resolve_model(ref).location))
 
 
 def load_model(ref: str, device: str = "cpu", dtype: Any = None, build_missing: bool = True,
@@ -319,8 +333,7 @@ def load_model(ref: str, device: str = "cpu", dtype: Any = None, build_missing: 
         extra = {"attn_implementation": attention} if attention else {}
         model = AutoModelForCausalLM.from_pretrained(resolved.location, dtype=dtype or torch.float32, **extra)
     except OSError as exc:
-        hint = " (no model hub is reachable from here: use a zoo name or a local folder)" if resolved.kind == "hub" else ""
-        raise ConfigError(f"cannot load model '{ref}' from {resolved.location}: {exc}{hint}") from exc
+        raise ConfigError(f"cannot load model '{ref}' from {resolved.location}: {exc}") from exc
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"

@@ -109,12 +109,13 @@ def check_placement(spec: RunSpec) -> None:
 
 
 def suite_tasks(spec: RunSpec) -> list[str]:
-    """The suite's task names; `tasks: [all]` is every task of the tasks folder, so a suite of the
-    whole benchmark never goes stale when a task is added."""
+    """The suite's task names; `tasks: [all]` is every task of the tasks folder that runs on the
+    suite's device (on cpu the CPU suite, on cuda the real tier too), so a suite of the whole
+    benchmark never goes stale when a task is added."""
     if spec.tasks == ["all"]:
         from rlbench.tasks.registry import list_tasks
 
-        return [t.name for t in list_tasks()]
+        return [t.name for t in list_tasks(spec.device)]
     return spec.tasks or [spec.task]
 
 

@@ -117,7 +117,7 @@ def judge(rows: list[dict[str, Any]], seeds: int, max_cell_s: float) -> dict[str
 def validate_task(name: str, cfg: ValidationConfig | None = None) -> dict[str, Any]:
     """Run the validation suite of task `name` and return (and by default write) its verdict."""
     from rlbench.orchestration.suite import load_run_spec, run_suite
-    from rlbench.tasks.registry import load_task, task_dir
+    from rlbench.tasks.registry import load_task, task_file
 
     cfg = cfg or ValidationConfig()
     cfg.validate()
@@ -146,7 +146,7 @@ def validate_task(name: str, cfg: ValidationConfig | None = None) -> dict[str, A
         "splits": next((r["splits"] for r in rows if r.get("splits")), None),
     }
     if cfg.write:
-        atomic_write_json(task_dir(name) / VALIDATION_FILE, record)
+        atomic_write_json(task_file(name, VALIDATION_FILE), record)  # a variant's beside its variant file
     return record
 
 

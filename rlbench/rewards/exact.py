@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_MARKER = re.compile(r"(?:####|answer\s*(?:is)?\s*[:=]?)", re.IGNORECASE)
+from rlbench.rewards.extract import MAX_NUMBER_CHARS, after_last_marker
 
 
 def parse_int_answer(completion: str) -> int | None:
@@ -14,12 +14,9 @@ def parse_int_answer(completion: str) -> int | None:
     separators (`1,234`) and a trailing period are tolerated; an empty or number-free completion
     has no answer.
     """
-    text = completion.strip()
-    markers = list(_MARKER.finditer(text))
-    if markers:  # the last marker wins: "answer: 3 ... the answer is 5" means 5
-        text = text[markers[-1].end():]
+    text = after_last_marker(completion.strip())  # the last marker wins
     match = re.search(r"[-+]?\d{1,3}(?:,\d{3})+(?!\d)|[-+]?\d+", text)
-    if match is None:
+    if match is None or len(match.group(0)) > MAX_NUMBER_CHARS:  # int() refuses > 4,300 digits: no answer, not an error
         return None
     return int(match.group(0).replace(",", ""))
 

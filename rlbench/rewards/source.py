@@ -9,12 +9,11 @@ agents' own code call the same function, so one training script runs on both kin
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import json
+from typing import Any, Iterator, Sequence
 
 from rlbench.rewards import get_reward
-
-CHUNK = 256  # completions per request: a request line stays far below the server's 64 KiB
-MAX_COMPLETION_CHARS = 1000
+from rlbench.rewards.sizes import CHUNK, completion_chars, request_bytes
 
 
 class RewardUnavailable(RuntimeError):
@@ -34,16 +33,34 @@ def batch_rewards(task: Any, items: Sequence[dict[str, Any]], texts: Sequence[st
         return [float(fn(t, it["answer"], **task.reward.params)) for it, t in zip(items, texts)]
     from rlbench.grading.client import address, request
 
+    if any("id" not in it for it in items):
+        raise RewardUnavailable("items without answers need their `id` for the reward endpoint")
+    cut = completion_chars(task)
     rewards: list[float] = []
-    for start in range(0, len(items), CHUNK):
-        part = items[start:start + CHUNK]
-        missing = [i for i, it in enumerate(part) if "id" not in it]
-        if missing:
-            raise RewardUnavailable("items without answers need their `id` for the reward endpoint")
-        reply = request(address(), {"op": "reward", "ids": [it["id"] for it in part],
-                                    "completions": [t[:MAX_COMPLETION_CHARS] for t in texts[start:start + CHUNK]]},
-                        timeout=300)
+    for ids, part in packed_requests([it["id"] for it in items], [t[:cut] for t in texts], request_bytes(task)):
+        reply = request(address(), {"op": "reward", "ids": ids, "completions": part}, timeout=300)
         if not reply.get("ok"):
             raise RewardUnavailable(f"reward endpoint: {reply.get('error', 'no answer')}")
         rewards.extend(float(r) for r in reply["rewards"])
     return rewards
+
+
+def packed_requests(ids: Sequence[Any], texts: Sequence[str], max_bytes: int) -> Iterator[tuple[list[Any], list[str]]]:
+    """(ids, completions) for consecutive requests, in order: at most CHUNK each, and each request
+    line (as grading/client.py's `request` encodes it) within `max_bytes`, the server's cap for the
+    task. Counted on the JSON encoding, not the characters: a newline or a non-ASCII character
+    takes 2 to 12 bytes there, so the same completions may need more requests than their count says."""
+    base = len(json.dumps({"op": "reward", "ids": [], "completions": []})) + 1  # + the newline
+    ids_now: list[Any] = []
+    texts_now: list[str] = []
+    size = base
+    for i, t in zip(ids, texts):
+        item = len(json.dumps(i)) + len(json.dumps(t)) + 4  # two ", " separators
+        if ids_now and (len(ids_now) >= CHUNK or size + item > max_bytes):
+            yield ids_now, texts_now
+            ids_now, texts_now, size = [], [], base
+        ids_now.append(i)
+        texts_now.append(t)
+        size += item
+    if ids_now:
+        yield ids_now, texts_now

@@ -134,8 +134,10 @@ def read_until(conn: socket.socket, end: bytes, timeout_s: float = READ_TIMEOUT_
     one deadline for the whole (a per-read timeout would let a peer hold the connection by sending
     a byte every few seconds); None when the deadline passed first."""
     deadline = time.monotonic() + timeout_s
-    data = b""
-    while end not in data and len(data) < limit:
+    # appended in place and searched only where `end` can newly appear: linear in the request's
+    # size (with a limit of megabytes, `bytes +=` and `end in data` were quadratic)
+    data = bytearray()
+    while len(data) < limit:
         left = deadline - time.monotonic()
         if left <= 0:
             return None
@@ -146,8 +148,11 @@ def read_until(conn: socket.socket, end: bytes, timeout_s: float = READ_TIMEOUT_
             return None
         if not chunk:
             break
+        seen = max(0, len(data) - len(end) + 1)
         data += chunk
-    return data
+        if data.find(end, seen) >= 0:
+            break
+    return bytes(data)
 
 
 def read_request_line(conn: socket.socket, timeout_s: float = READ_TIMEOUT_S, limit: int = MAX_REQUEST) -> bytes | None:

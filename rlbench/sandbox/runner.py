@@ -39,6 +39,7 @@ from typing import IO, Callable, Mapping, Sequence
 
 from rlbench.config.core import check
 from rlbench.sandbox.accounting import METHODS, CgroupMeter, PollMeter, meter_method, open_meter
+from rlbench.sandbox.gpus import Gpu, cell_gpus, device_binds
 from rlbench.sandbox.ownership import SANDBOX_UID
 
 INSIDE_WORKSPACE = "/workspace"
@@ -190,7 +191,7 @@ class Sandbox:
     """Runs commands for one cell. `workspace` is the host folder the agent may write."""
 
     def __init__(self, workspace: Path, cfg: SandboxConfig, cell_budget_s: float, cpus: int = 2,
-                 grader_socket: Path | None = None, scratch: Path | None = None):
+                 grader_socket: Path | None = None, scratch: Path | None = None, visible_gpus: str | None = None):
         cfg.validate()
         self.workspace = Path(workspace).resolve()
         self.cfg = cfg
@@ -199,6 +200,10 @@ class Sandbox:
         self.scratch = Path(scratch or tempfile.mkdtemp(prefix="rlbench-sbx-"))
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.as_root = os.geteuid() == 0
+        # the cell's GPUs (`visible_gpus`, else this process's CUDA_VISIBLE_DEVICES), as the driver
+        # lists them: only these reach the sandbox (rlbench/sandbox/gpus.py)
+        visible = visible_gpus if visible_gpus is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
+        self.gpus: list[Gpu] = cell_gpus(visible) if cfg.mode == "bwrap" else []
         self.binds: list[tuple[str, str]] = []  # (host path, path inside): e.g. the egress proxy's socket
         try:
             self.cpu_meter = meter_method(cfg.cpu_meter)  # cgroup-v2 | cgroup-v1 | poll
@@ -255,7 +260,13 @@ class Sandbox:
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
             "HF_HOME": f"{root}/.rlbench/hf", "WANDB_MODE": "offline",
         }
-        if not _cuda_visible():
+        if self.sandboxed:  # the sandbox's GPUs are its own, numbered from 0 (rlbench/sandbox/gpus.py)
+            has_gpu = bool(self.gpus)
+        else:  # unsandboxed, commands see what the harness sees
+            has_gpu = _cuda_visible()
+            if "CUDA_VISIBLE_DEVICES" in os.environ:
+                env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+        if not has_gpu:
             env["DS_ACCELERATOR"] = "cpu"
         env.update(self.cfg.extra_env)
         env.update(extra or {})
@@ -277,6 +288,7 @@ class Sandbox:
                  # private, size-capped and writable by the sandbox uid (sticky, like the host's)
                  "--perms", "1777", "--size", str(self.cfg.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
                  "--perms", "1777", "--size", str(self.cfg.tmp_mb * 1024 * 1024), "--tmpfs", "/dev/shm"]
+        args += device_binds(self.gpus)  # the cell's own GPUs, and no other
         made: set[str] = set()
 
         def parents(path: str) -> list[str]:  # bwrap would create them 0700 root: unreadable for uid 65534

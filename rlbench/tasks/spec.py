@@ -83,15 +83,65 @@ class SplitSizes:
 
 
 @dataclass
+class HFSplitSource:
+    """One split's own source, where it differs from the task's (`data.hf.sources.heldout`: a
+    shifted dataset for heldout, e.g. SVAMP beside GSM8K). A field left unset is the task's."""
+
+    path: Optional[str] = None
+    name: Optional[str] = None
+    revision: Optional[str] = None
+    split: Optional[str] = None  # the dataset's split expression, slices included ("train[:7000]")
+    data_files: Optional[dict[str, str]] = None
+    prompt_field: Optional[str] = None
+    prompt_template: Optional[str] = None
+    answer_field: Optional[str] = None
+    answer_extract: Optional[str] = None
+
+
+@dataclass
 class HFDataConfig:
-    """A HF `datasets` source: `load_dataset(path, name, data_files=..., split=...)` per split."""
+    """A HF `datasets` source: `load_dataset(path, name, revision=..., data_files=..., split=...)`
+    per split. `splits` maps each of the task's splits to the dataset's split expression (slices
+    allowed, so dev can be the tail of train); `sources` gives a split a dataset of its own.
+    `revision` pins a hub dataset to a commit, so the task is the same data everywhere; the
+    loaded splits are stored under RLBENCH_HOME with their fingerprints, and no sandbox fetches."""
 
     path: str = MISSING
     name: Optional[str] = None
+    revision: Optional[str] = None
     data_files: dict[str, str] = field(default_factory=dict)
     splits: dict[str, str] = field(default_factory=dict)
     prompt_field: str = "prompt"
+    # a row's fields formatted into the question ("{Body} {Question}"); '' : the prompt_field as is
+    prompt_template: str = ""
     answer_field: str = "answer"
+    # the answer as stored: the answer field's final answer by a named extractor (rlbench/rewards/extract.py;
+    # `gsm8k` takes what follows `####`), the whole field kept as `solution`; '' : the field as it is
+    answer_extract: str = ""
+    sources: dict[str, HFSplitSource] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        from rlbench.rewards.extract import check_extractor
+
+        for split in list(self.splits) + list(self.sources):
+            check(split in SPLITS, f"data.hf.splits/sources.{split}", split, ", ".join(SPLITS))
+        for split in SPLITS:
+            name = self.source(split).answer_extract
+            if name:
+                check_extractor(name, f"data.hf.answer_extract ({split})")
+
+    def source(self, split: str) -> "HFSplitSource":
+        """The split's source, every field resolved (its own where set, else the task's)."""
+        own = self.sources.get(split) or HFSplitSource()
+        pick = lambda name, default: getattr(own, name) if getattr(own, name) is not None else default  # noqa: E731
+        return HFSplitSource(path=pick("path", self.path), name=pick("name", self.name),
+                             revision=pick("revision", self.revision),
+                             split=pick("split", self.splits.get(split, split)),
+                             data_files=pick("data_files", dict(self.data_files)),
+                             prompt_field=pick("prompt_field", self.prompt_field),
+                             prompt_template=pick("prompt_template", self.prompt_template),
+                             answer_field=pick("answer_field", self.answer_field),
+                             answer_extract=pick("answer_extract", self.answer_extract))
 
 
 @dataclass
@@ -134,9 +184,9 @@ class RewardConfig:
     access: RewardAccess = RewardAccess.local
 
     def validate(self) -> None:
-        from rlbench.rewards import get_reward
+        from rlbench.rewards import check_reward
 
-        get_reward(self.name)
+        check_reward(self.name, self.params)
 
 
 @dataclass
@@ -184,6 +234,48 @@ class BudgetConfig:
         check(self.reward_queries >= 0, "budget.reward_queries", self.reward_queries, ">= 0")
         check(self.cpus >= 1, "budget.cpus", self.cpus, ">= 1")
         check(self.memory_gb >= 1, "budget.memory_gb", self.memory_gb, ">= 1")
+
+
+@dataclass
+class TaskLimits:
+    """What the task's model needs of a cell's sandbox, beyond the harness's defaults (sized for the
+    CPU models): a 0.5B-7B model needs more address space, workspace and checkpoint room. Each is a
+    floor: a cell runs with the larger of its own setting and the task's, so no cell can make the
+    task smaller than it is (rlbench/harness/environment.py sandbox_limits)."""
+
+    memory_gb: Optional[float] = None  # address space per process
+    disk_gb: Optional[float] = None  # the whole workspace
+    max_file_gb: Optional[float] = None  # the largest single file (a safetensors shard)
+    tmp_mb: Optional[int] = None
+    checkpoint_mb: Optional[int] = None  # the largest checkpoint the grader takes
+
+    def validate(self) -> None:
+        for name in ("memory_gb", "disk_gb", "max_file_gb", "tmp_mb", "checkpoint_mb"):
+            value = getattr(self, name)
+            check(value is None or value > 0, f"limits.{name}", value, "> 0 (or unset: the harness's default)")
+
+
+@dataclass
+class PromptConfig:
+    """How an item's question becomes the text a model is given. It is rendered once, when the
+    splits are built (rlbench/data/prompts.py), and stored as the item's `prompt` (the question
+    stays as `question`), so the harness's scoring, the SDK and the pipelines all read the one
+    prompt: no reader can format it differently from the others."""
+
+    template: str = ""  # a format string with {prompt} (the question): "Question: {prompt}\nAnswer:"; '' : as is
+    system: str = ""  # with chat: the system message
+    chat: bool = False  # render through the base model's chat template (tokenizer_config.json), ready for the reply
+    few_shot: int = 0  # the first k train items, with their answers, as worked examples before each question
+
+    def validate(self) -> None:
+        if self.template:
+            check("{prompt}" in self.template, "prompt.template", self.template, "a format string with {prompt}")
+        check(not self.system or self.chat, "prompt.system", self.system, "empty unless prompt.chat is true")
+        check(0 <= self.few_shot <= 16, "prompt.few_shot", self.few_shot, "0..16")
+
+    @property
+    def active(self) -> bool:
+        return bool(self.template or self.chat or self.few_shot)
 
 
 @dataclass
@@ -288,6 +380,8 @@ class TaskConfig:
     summary: str = ""
     model: ModelsConfig = field(default_factory=ModelsConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    limits: TaskLimits = field(default_factory=TaskLimits)
     reward: RewardConfig = field(default_factory=RewardConfig)
     metric: Metric = Metric.pass_at_1
     eval: EvalProtocol = field(default_factory=EvalProtocol)

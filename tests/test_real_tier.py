@@ -1,0 +1,98 @@
+"""The real tier's gsm8k-grpo: its spec names the real model and datasets, and its `@standin`
+variant runs that same spec end to end on a CPU, through a cell with the null and the reference
+agents, against local stand-ins in the real formats (the hub's dataset layout read by `datasets`,
+a Qwen2 with a BPE tokenizer and a chat template)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from rlbench.sandbox import bwrap_path
+
+STANDIN = REPO / "tasks" / "gsm8k-grpo" / "standin"
+
+
+@pytest.fixture(autouse=True)
+def repo_tasks(monkeypatch):
+    monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
+
+
+def test_the_real_spec_names_the_real_parts_and_the_standin_changes_only_where_they_come_from():
+    from rlbench.config.core import to_dict
+    from rlbench.tasks.registry import load_task, variants
+
+    real, standin = load_task("gsm8k-grpo"), load_task("gsm8k-grpo@standin")
+    assert variants("gsm8k-grpo") == ["standin"]
+    assert (real.model.base, real.data.hf.path, real.data.hf.sources["heldout"].path) == (
+        "Qwen/Qwen2.5-0.5B", "openai/gsm8k", "ChilleD/SVAMP")
+    assert real.budget.device.value == "cuda" and real.limits.checkpoint_mb == 8192
+    assert standin.name == "gsm8k-grpo@standin" and Path(standin.model.base) == STANDIN / "model"
+    assert Path(standin.data.hf.path) == STANDIN / "gsm8k"
+    a, b = to_dict(real), to_dict(standin)
+    differ = {k for k in a if a[k] != b[k]}
+    assert differ == {"name", "model", "data", "eval", "limits", "budget"}, differ
+    assert {k for k in a["data"]["hf"] if a["data"]["hf"][k] != b["data"]["hf"][k]} == {"path", "sources"}
+    assert a["prompt"] == b["prompt"] and a["reward"] == b["reward"]  # the same prompts and verifier
+
+
+def test_the_committed_standins_are_what_make_py_builds(tmp_path):
+    spec = importlib.util.spec_from_file_location("standin_make", STANDIN / "make.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    make.main(tmp_path)
+    import pyarrow.parquet as pq
+
+    for rel in ("gsm8k/main/train-00000-of-00001.parquet", "gsm8k/main/test-00000-of-00001.parquet",
+                "svamp/data/test-00000-of-00001.parquet"):
+        assert pq.read_table(tmp_path / rel).to_pylist() == pq.read_table(STANDIN / rel).to_pylist(), rel
+    for rel in ("gsm8k/README.md", "svamp/README.md", "model/tokenizer.json", "model/config.json"):
+        assert (tmp_path / rel).read_bytes() == (STANDIN / rel).read_bytes(), rel
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
+def test_null_and_reference_cells_run_the_standin_end_to_end(tmp_path):
+    from rlbench.harness.cell import CellConfig, run_cell
+    from rlbench.models.zoo import weights_hash
+
+    results = {}
+    for agent, budget in (("null", 60), ("reference", 150)):
+        r = run_cell(CellConfig(agent=agent, task="gsm8k-grpo@standin", seed=0, results=str(tmp_path), grace_s=10,
+                                budget_s=budget))
+        results[agent] = r if isinstance(r, dict) else r.to_json_dict()
+    for agent, r in results.items():
+        assert r["status"] == "ok" and r["submissions"]["valid"] >= 1, (agent, r.get("reason"))
+        assert r["base_model"]["weights_hash"] == weights_hash(STANDIN / "model")
+        assert set(r["gains"]) == {"dev", "test", "heldout"} and r["baseline"]["test"]["n"] == 60
+    cell = Path(results["reference"]["cell_dir"])
+    first = json.loads((cell / "workspace" / "data" / "train.jsonl").read_text().splitlines()[0])
+    assert first["prompt"].startswith("<|im_start|>system\nSolve the math problem") and first["prompt"].endswith(
+        "<|im_start|>assistant\n")
+    assert first["answer"].lstrip("-").isdigit() and first["solution"].endswith(f"#### {first['answer']}")
+    steps = [json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()]
+    train = [s for s in steps if s["tool"] == "exec"]
+    assert train and train[0]["result"]["returncode"] == 0, train  # GRPO ran on the chat prompts and saved a model
+    assert "train.py" in results["reference"]["chosen_checkpoint"]["recipe"]
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
+def test_the_gpu_check_runs_every_step_on_a_cpu(tmp_path):
+    """scripts/gpu_check.py is the prepared check for a GPU machine; on a CPU, at the tiny size, each
+    of its steps (model, rollout, learner step, weight sync, sandboxed command, scoring) runs too."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_check.py"), "--device", "cpu", "--size", "tiny",
+                           "--prompts", "4", "--tokens", "8", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert list(report["steps"]) == ["model", "rollout", "learner", "sync", "sandbox", "scoring"]
+    assert all(s["ok"] for s in report["steps"].values())
+    assert report["steps"]["sync"]["tensors"] > 0 and report["steps"]["sandbox"]["gpus_seen"] == 0
+    assert report["steps"]["scoring"]["n"] == 60
