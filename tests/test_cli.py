@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import rlbench_cmd
+from conftest import REPO, rlbench_cmd
 
 
 def run(*args, check=True):
@@ -92,6 +92,13 @@ def test_run_refuses_cuda_without_a_gpu_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="no usable CUDA GPU"):
         run_cell(CellConfig(agent="null", task="arith-tiny", device="cuda", results=str(tmp_path / "one")))
     assert not (tmp_path / "one").exists()
+
+
+def test_a_gpu_task_is_refused_on_cpu_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
+    proc = run("run", "task=gsm8k-grpo", f"results={tmp_path}", check=False)
+    assert proc.returncode == 2 and "runs on a GPU" in proc.stderr and "gsm8k-grpo@standin" in proc.stderr, proc.stderr
+    assert not (tmp_path / "suites").exists()
 
 
 def test_resume_refuses_settings_it_would_drop(tmp_path):

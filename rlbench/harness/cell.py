@@ -85,6 +85,12 @@ class CellConfig:
         check(self.grace_s >= 0, "grace_s", self.grace_s, ">= 0")
         check(self.device in ("cpu", "cuda"), "device", self.device, "cpu, cuda")
 
+    def check_task_device(self, task: Any) -> None:
+        """A GPU task (budget.device cuda, the real tier) is scored on its GPU: refused on cpu."""
+        if task.budget.device.value == "cuda" and self.device != "cuda":
+            raise ConfigError(f"task {task.name} runs on a GPU (its budget.device is cuda): run it with device=cuda "
+                              f"(a suite: cell_gpus=1), or its CPU stand-in where it has one ({task.name}@standin)")
+
     def check_device(self) -> None:
         """Refuse a cuda cell where there is no GPU before any work (not a crash midway)."""
         if self.device == "cuda":
@@ -223,6 +229,7 @@ def run_cell(cfg: CellConfig) -> CellResult:
     if cfg.sandbox == "bwrap":
         require_bwrap()  # refuse before anything exists, never run open
     task = load_task(cfg.task, [f"data.wave={cfg.wave}"] if cfg.wave else [])
+    cfg.check_task_device(task)
     budget = cell_budget(task, cfg.budget_s, cfg.budget_cpu_s, cfg.budget_gpu_s)
     # the sandbox the cell runs, as its result records it: showing empty what the features hide
     cfg = replace(cfg, limits=sandbox_limits(task, cfg.limits, cfg.sandbox),

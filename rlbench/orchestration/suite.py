@@ -250,15 +250,16 @@ def open_suite(spec: RunSpec, create: bool = True) -> tuple[Path, RunSpec]:
 
 def preflight(spec: RunSpec) -> tuple[list[CellConfig], dict[str, str]]:
     """Everything a suite's cells need, checked before any folder, Ray or cell exists: each task
-    loads (with the cell's wave), each agent resolves, bubblewrap is there if a cell wants it, and
-    each base model is its canonical artifact. The cells and the bases' hashes."""
+    loads (with the cell's wave) and runs on the suite's device, each agent resolves, bubblewrap is
+    there if a cell wants it, and each base model is its canonical artifact. The cells and the
+    bases' hashes."""
     from rlbench.agents.base import resolve_agent
     from rlbench.sandbox.runner import require_bwrap
     from rlbench.tasks.registry import load_task
 
     cells = expand(spec)
     for task, wave in sorted({(c.task, c.wave) for c in cells}):
-        load_task(task, [f"data.wave={wave}"] if wave else [])
+        spec.check_task_device(load_task(task, [f"data.wave={wave}"] if wave else []))
     for agent in sorted({c.agent for c in cells}):
         resolve_agent(agent)
     if any(c.sandbox == "bwrap" for c in cells):
