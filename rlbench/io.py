@@ -3,12 +3,14 @@ result behind), JSON and JSONL."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 
 def utc_now() -> str:
@@ -48,3 +50,16 @@ def write_jsonl(path: Path, items: Iterable[dict[str, Any]]) -> None:
     with open(path, "w") as f:
         for it in items:
             f.write(json.dumps(it) + "\n")
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (made if missing) across processes: one builder of a shared
+    artifact (a zoo build, a task's stored splits) at a time, the others then reading its result."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

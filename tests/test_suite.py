@@ -117,17 +117,21 @@ def test_ray_configs_cluster_job_and_suite_files_are_valid():
     assert spec.robustness.seeds == 3 and spec.robustness.agents == ["reference"]
 
 
-def test_suite_of_all_tasks_lists_every_task_folder(monkeypatch):
+def test_suite_of_all_tasks_lists_every_task_folder_that_runs_on_its_device(monkeypatch):
+    """`tasks: [all]` is the CPU suite on cpu and every task, the real tier's too, on cuda."""
     from rlbench.orchestration.suite import expand, load_run_spec
     from rlbench.tasks.registry import list_tasks
 
     repo = Path(__file__).resolve().parent.parent
     monkeypatch.setenv("RLBENCH_TASKS", str(repo / "tasks"))
-    names = [t.name for t in list_tasks()]
-    assert {"arith-grpo", "debug-grpo", "format-if", "pref-ppo"} <= set(names)
+    every = [t.name for t in list_tasks()]
+    cpu = [t.name for t in list_tasks("cpu")]
+    assert {"arith-grpo", "debug-grpo", "format-if", "pref-ppo"} <= set(cpu) and "gsm8k-grpo" not in cpu
+    assert set(every) - set(cpu) == {"gsm8k-grpo"}
     spec = load_run_spec(["seeds=[0]"], str(repo / "ray_configs" / "suite-all.yaml"))
-    cells = [(c.agent, c.task) for c in expand(spec)]
-    assert cells == [(a, t) for a in ("null", "reference") for t in names]
+    assert [(c.agent, c.task) for c in expand(spec)] == [(a, t) for a in ("null", "reference") for t in cpu]
+    gpu = load_run_spec(["seeds=[0]", "device=cuda", "cell_gpus=1"], str(repo / "ray_configs" / "suite-all.yaml"))
+    assert [(c.agent, c.task) for c in expand(gpu)] == [(a, t) for a in ("null", "reference") for t in every]
 
 
 @pytest.mark.slow
@@ -177,7 +181,7 @@ def test_cells_go_where_their_custom_resources_are_and_a_node_with_other_hidden_
         cluster.add_node(num_cpus=1, resources={"stray": 1})
         monkeypatch.setenv("RLBENCH_HOME", home)
         ray.init(address=cluster.address, log_to_driver=False)
-        args = ["agent=null", "task=arith-tiny", f"results={tmp_path}", "reports=false"]
+        args = ["agent=null", "task=arith-tiny", f"results={tmp_path}", "reports=false", "cell_cpus=1"]
         _, (ok,) = run_suite(load_run_spec(args + ["suite=good", "cell_resources={good: 1}"]))
         assert ok.status == "ok" and ok.node == good.node_id, (ok.status, ok.reason, ok.node)
         assert ok.splits["seed_source"] == "secret"

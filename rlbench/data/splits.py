@@ -32,7 +32,7 @@ from typing import Any
 from rlbench.config.core import ConfigError, check, to_dict
 from rlbench.data.generators import draw_distinct, resolve_generator
 from rlbench.data.waves import draw_wave
-from rlbench.io import atomic_write_json, read_json
+from rlbench.io import atomic_write_json, file_lock, read_json
 from rlbench.paths import hidden_root, public_root, stored_secret
 from rlbench.tasks.spec import HIDDEN_SPLITS, SPLITS, DataSource, TaskConfig
 
@@ -271,12 +271,18 @@ def prepare_data(task: TaskConfig, task_folder: Path | None = None, tokenizer_di
     stored = _load_stored(dirs)
     if stored is not None:
         return TaskData(splits=stored[0], fingerprints=stored[1], key=key, seed_source=seed_source(task))
-    if task.data.source == DataSource.hf:
-        splits = load_hf_splits(task)
-    else:
-        splits = generate_splits(task, task_folder)
-    splits = render_splits(task.prompt, splits, tokenizer_dir)
-    return TaskData(splits=splits, fingerprints=_store(task, dirs, splits), key=key, seed_source=seed_source(task))
+    # two cells of a suite that start at once build the same splits: one builds, the other reads them
+    with file_lock(hidden_root() / "data" / task.name / f".{task.version}-{key}.lock"):
+        stored = _load_stored(dirs)
+        if stored is not None:
+            return TaskData(splits=stored[0], fingerprints=stored[1], key=key, seed_source=seed_source(task))
+        if task.data.source == DataSource.hf:
+            splits = load_hf_splits(task)
+        else:
+            splits = generate_splits(task, task_folder)
+        splits = render_splits(task.prompt, splits, tokenizer_dir)
+        prints = _store(task, dirs, splits)
+    return TaskData(splits=splits, fingerprints=prints, key=key, seed_source=seed_source(task))
 
 
 def _with_wave(task: TaskConfig, task_folder: Path | None, key: str, tokenizer_dir: Path | None) -> TaskData:
@@ -287,12 +293,13 @@ def _with_wave(task: TaskConfig, task_folder: Path | None, key: str, tokenizer_d
     standard = prepare_data(standard_task, task_folder, tokenizer_dir)
     dirs = {s: hidden_root() / "data" / task.name / f"{task.version}-{key}-wave-{task.data.wave}" / s
             for s in HIDDEN_SPLITS}
-    stored = _load_stored(dirs)
-    if stored is not None:
-        hidden, prints = stored
-    else:
-        hidden = draw_wave(task, standard.splits, task.data.wave, task_folder)
-        prints = _store(task, dirs, hidden)
+    with file_lock(hidden_root() / "data" / task.name / f".{task.version}-{key}-wave-{task.data.wave}.lock"):
+        stored = _load_stored(dirs)
+        if stored is not None:
+            hidden, prints = stored
+        else:
+            hidden = draw_wave(task, standard.splits, task.data.wave, task_folder)
+            prints = _store(task, dirs, hidden)
     return TaskData(splits={**standard.splits, **hidden}, fingerprints={**standard.fingerprints, **prints},
                     key=f"{key}-wave-{task.data.wave}", seed_source=standard.seed_source)
 

@@ -14,19 +14,17 @@ hash, so every machine, node and Ray worker scores the same bytes. `build` stays
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
 import stat
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable
 
 from rlbench.config.core import ConfigError, load_config, to_dict
-from rlbench.io import atomic_write_json, read_json
+from rlbench.io import atomic_write_json, file_lock, read_json
 from rlbench.models.recipe import ModelRecipe, recipe_hash
 from rlbench.paths import models_root
 from rlbench.progress import info
@@ -61,16 +59,6 @@ def build_dir(recipe: ModelRecipe) -> Path:
 def is_built(recipe: ModelRecipe) -> bool:
     return (build_dir(recipe) / META_FILE).is_file()
 
-
-@contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def param_count(model: Any) -> int:
@@ -232,7 +220,7 @@ def build(recipe: ModelRecipe, force: bool = False) -> Path:
     hf_logging.disable_progress_bar()  # our own progress output is enough
 
     target = build_dir(recipe)
-    with _lock(target.with_name(target.name + ".lock")):
+    with file_lock(target.with_name(target.name + ".lock")):
         if is_built(recipe) and not force:
             return target
         info(f"building model [bold]{recipe.name}[/] ({recipe_hash(recipe)}) into {target}")
