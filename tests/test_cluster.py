@@ -93,6 +93,7 @@ def cluster(tmp_path):
            "RLBENCH_TEST_CLUSTER": str(temp)}
     env.pop("RAY_ADDRESS", None)
     env.pop("PYTHONPATH", None)  # the job's code comes from its uploaded working directory
+    env.pop("RLBENCH_QUIET", None)  # as a user's shell has it: the job's log shows the suite's progress
     start = [str(BIN / "ray"), "start", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     try:
         subprocess.run(start + ["--head", f"--port={gcs}", "--num-cpus=0", "--include-dashboard=true",
