@@ -45,20 +45,6 @@ def _unwrap_optional(tp: Any) -> Any:
     return tp
 
 
-def _field_type(schema: type, dotted: str) -> Any:
-    cls: Any = schema
-    tp: Any = None
-    for part in [p for p in dotted.split(".") if p]:
-        if not dataclasses.is_dataclass(cls):
-            return None
-        hints = typing.get_type_hints(cls)
-        if part not in hints:
-            return None
-        tp = _unwrap_optional(hints[part])
-        cls = tp
-    return tp
-
-
 def _explain(exc: oc_errors.OmegaConfBaseException, schema: type, source: str) -> ConfigError:
     key = getattr(exc, "full_key", None) or getattr(exc, "key", None) or "?"
     key = str(key)
