@@ -422,3 +422,35 @@ def test_command_agent_reaches_only_its_allowed_endpoint(tmp_path, ray_cluster):
     assert "LLM: submit the base model" in run["result"]["stdout"] and "403" in run["result"]["stdout"]
     log = [json.loads(l) for l in (cell / "egress.jsonl").read_text().splitlines()]
     assert {(e["endpoint"], e["allowed"]) for e in log} == {(allowed, True), ("127.0.0.1:9", False)}
+
+
+def test_grade_reward_scores_a_file_of_completions_by_train_id(tmp_path, monkeypatch, capsys):
+    """`./grade reward FILE.jsonl`, which the workspace text of every endpoint task names: one reward
+    per line, computed from the task's own reward where items carry answers; bad lines refused."""
+    from rlbench import sdk
+    from rlbench.data.splits import prepare_data
+    from rlbench.harness.workspace import build_workspace
+    from rlbench.models.zoo import resolve_model
+    from rlbench.tasks.registry import load_task, task_dir
+
+    task = load_task(TINY)
+    data = prepare_data(task, task_dir(TINY))
+    ws = build_workspace(tmp_path / "ws", task, task_dir(TINY), Path(resolve_model(task.model.base).location),
+                         data.splits["train"], data.splits["dev"]).root
+    assert "from rlbench.sdk import grade_main" in (ws / "grade").read_text()
+    monkeypatch.setenv("RLBENCH_WORKSPACE", str(ws))
+    sdk.task.cache_clear()
+    items = data.splits["train"][:3]
+    lines = [{"id": items[0]["id"], "completion": str(items[0]["answer"])},
+             {"id": items[1]["id"], "completion": "no number here"},
+             {"id": items[2]["id"], "completion": f"the answer is {items[2]['answer']}"}]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(SystemExit) as done:
+        sdk.grade_main(["reward", str(tmp_path / "c.jsonl")])
+    assert done.value.code == 0
+    assert json.loads(capsys.readouterr().out) == {"ok": True, "rewards": [1.0, 0.0, 1.0]}
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"id": "no-such-id", "completion": "1"}) + "\n")
+    with pytest.raises(SystemExit) as done:
+        sdk.grade_main(["reward", str(tmp_path / "bad.jsonl")])
+    assert done.value.code == 1 and "line 1" in json.loads(capsys.readouterr().out)["error"]
+    sdk.task.cache_clear()

@@ -11,10 +11,11 @@ from typing import Any
 from rlbench.features.base import GraderContext, TaskFeature
 from rlbench.tasks.spec import BudgetConfig, DataSource, RewardAccess, TaskConfig
 
-REWARD_ENDPOINT = """- Rewards: the items carry no answers. `./grade reward` is the only source of rewards: send
-  train ids with completions and get one reward each (`sdk.rewards(items, texts)` does it for you;
-  the reference pipelines use it by themselves). At most {n} completions are scored in all, on train
-  prompts only; every query is logged. `./grade status` shows how many are left.
+REWARD_ENDPOINT = """- Rewards: the items carry no answers. `./grade reward FILE.jsonl` is the only source of
+  rewards: one line `{{"id": TRAIN_ID, "completion": TEXT}}` per completion, one reward each back
+  (`sdk.rewards(items, texts)` does it for you; the reference pipelines use it by themselves). At
+  most {n} completions are scored in all, on train prompts only; every query is logged.
+  `./grade status` shows how many are left.
 """
 
 

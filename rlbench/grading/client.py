@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             reply = {"ok": False, "error": "grade claim INDEX GAIN LOW HIGH: an integer and three numbers"}
     else:
         print("usage: grade submit CHECKPOINT_DIR [--recipe COMMAND] | grade sweep DESIGN.yaml | "
-              "grade claim INDEX GAIN LOW HIGH | grade status", file=sys.stderr)
+              "grade claim INDEX GAIN LOW HIGH | grade reward FILE.jsonl | grade status", file=sys.stderr)
         raise SystemExit(2)
     print(json.dumps(reply, indent=2))
     raise SystemExit(0 if reply.get("ok") else 1)

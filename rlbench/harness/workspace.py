@@ -24,10 +24,10 @@ from rlbench.tasks.public import public_task
 from rlbench.tasks.spec import BudgetConfig, TaskConfig
 
 GRADE_SCRIPT = """#!/usr/bin/env python
-\"\"\"Grading client: `./grade submit CHECKPOINT_DIR` or `./grade status`.\"\"\"
-from rlbench.grading.client import main
+\"\"\"Grading client: `./grade submit CHECKPOINT_DIR`, `./grade reward FILE.jsonl`, `./grade status`, ...\"\"\"
+from rlbench.sdk import grade_main
 
-main()
+grade_main()
 """
 
 

@@ -179,7 +179,7 @@ class RewardConfig:
     name: str = "exact_int"
     params: dict[str, Any] = field(default_factory=dict)
     # endpoint: the workspace's train and dev lack `answer`, and rewards on train prompts come only
-    # from `./grade reward` (at most budget.reward_queries completions, every query logged). SFT on
+    # from the grading server's reward operation (`./grade reward`, `sdk.rewards`; at most budget.reward_queries completions, every query logged). SFT on
     # labels cannot saturate such a task.
     access: RewardAccess = RewardAccess.local
 
