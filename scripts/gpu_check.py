@@ -82,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out or Path(tempfile.mkdtemp(prefix="rlbench-gpu-check-"))
     out.mkdir(parents=True, exist_ok=True)
+    # one process: a launcher's distributed settings left in the environment (a port another process
+    # still holds) would make the learner's rendezvous fail; it picks its own free port
+    for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE"):
+        os.environ.pop(key, None)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RLBENCH_HOME", str(out / "home"))
     report: dict[str, Any] = {"device": args.device, "size": args.size, "torch": torch.__version__,

@@ -126,7 +126,9 @@ def test_a_reason_is_printed_as_it_is(tmp_path, monkeypatch):
     reason = "harness: KeyError: [bold]'x'[/bold] in [1, 2]"
     crashed = {"cell": "c", "agent": "null", "task": "arith-tiny", "seed": 0, "status": "crashed",
                "crash_by": "harness", "reason": reason}
-    monkeypatch.setattr(suite, "run_suite", lambda spec: (tmp_path, [crashed]))
+    from rlbench.results import CellResult
+
+    monkeypatch.setattr(suite, "run_suite", lambda spec: (tmp_path, [CellResult.from_dict(crashed)]))
     res = CliRunner().invoke(app, ["run", "task=arith-tiny", "--quiet"], terminal_width=200)
     assert reason in res.output and res.exit_code == 1, res.output
 
