@@ -608,22 +608,21 @@ def run_cmd(
         _fail(exc)
     from rlbench.io import read_json
 
-    cells_run = results
-    for r in cells_run:
+    for r in results:
         # a reason is the harness's or an exception's text: printed as it is, never read as rich markup
         out.print(f"{r.cell}: {r.status}" + (f" ({r.reason})" if r.reason else ""), highlight=False, markup=False)
     out.print(_cells_table(read_json(suite_dir / "scores.json")["cells"]))
-    for r in cells_run:
+    for r in results:
         if r.robustness:
             out.print(_robustness_table(r.robustness))
     if (suite_dir / "leaderboard.html").is_file():
         out.print(f"leaderboard: {suite_dir / 'leaderboard.html'} (and .csv, .json)", highlight=False)
-        for r in cells_run:
+        for r in results:
             if r.cell_dir and (Path(r.cell_dir) / "report.html").is_file():
                 out.print(f"report: {Path(r.cell_dir) / 'report.html'}", highlight=False)
     out.print(f"suite: {suite_dir} (results.json, scores.json, scores.csv; resume with resume={suite_dir})",
               highlight=False)
-    if harness_crashed(cells_run):
+    if harness_crashed(results):
         raise typer.Exit(1)
 
 

@@ -269,20 +269,14 @@ def prepare_data(task: TaskConfig, task_folder: Path | None = None, tokenizer_di
         return _with_wave(task, task_folder, key, tokenizer_dir)
     dirs = {s: _split_dir(task, key, s) for s in SPLITS}
     stored = _load_stored(dirs)
-    if stored is not None:
-        return TaskData(splits=stored[0], fingerprints=stored[1], key=key, seed_source=seed_source(task))
-    # two cells of a suite that start at once build the same splits: one builds, the other reads them
-    with file_lock(hidden_root() / "data" / task.name / f".{task.version}-{key}.lock"):
-        stored = _load_stored(dirs)
-        if stored is not None:
-            return TaskData(splits=stored[0], fingerprints=stored[1], key=key, seed_source=seed_source(task))
-        if task.data.source == DataSource.hf:
-            splits = load_hf_splits(task)
-        else:
-            splits = generate_splits(task, task_folder)
-        splits = render_splits(task.prompt, splits, tokenizer_dir)
-        prints = _store(task, dirs, splits)
-    return TaskData(splits=splits, fingerprints=prints, key=key, seed_source=seed_source(task))
+    if stored is None:  # two cells of a suite that start at once: one builds, the other then reads
+        with file_lock(hidden_root() / "data" / task.name / f".{task.version}-{key}.lock"):
+            stored = _load_stored(dirs)
+            if stored is None:
+                splits = load_hf_splits(task) if task.data.source == DataSource.hf else generate_splits(task, task_folder)
+                splits = render_splits(task.prompt, splits, tokenizer_dir)
+                stored = splits, _store(task, dirs, splits)
+    return TaskData(splits=stored[0], fingerprints=stored[1], key=key, seed_source=seed_source(task))
 
 
 def _with_wave(task: TaskConfig, task_folder: Path | None, key: str, tokenizer_dir: Path | None) -> TaskData:
@@ -295,11 +289,10 @@ def _with_wave(task: TaskConfig, task_folder: Path | None, key: str, tokenizer_d
             for s in HIDDEN_SPLITS}
     with file_lock(hidden_root() / "data" / task.name / f".{task.version}-{key}-wave-{task.data.wave}.lock"):
         stored = _load_stored(dirs)
-        if stored is not None:
-            hidden, prints = stored
-        else:
+        if stored is None:
             hidden = draw_wave(task, standard.splits, task.data.wave, task_folder)
-            prints = _store(task, dirs, hidden)
+            stored = hidden, _store(task, dirs, hidden)
+    hidden, prints = stored
     return TaskData(splits={**standard.splits, **hidden}, fingerprints={**standard.fingerprints, **prints},
                     key=f"{key}-wave-{task.data.wave}", seed_source=standard.seed_source)
 

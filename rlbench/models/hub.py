@@ -46,7 +46,7 @@ def fetch(repo: str, revision: str | None = None) -> Path:
         return Path(snapshot_download(repo, revision=revision, cache_dir=str(cache), local_files_only=True,
                                       allow_patterns=PATTERNS))
     except LocalEntryNotFoundError:
-        pass
+        pass  # not in the cache yet: fetched once, below
     try:
         folder = Path(snapshot_download(repo, revision=revision, cache_dir=str(cache), allow_patterns=PATTERNS))
     except Exception as exc:  # noqa: BLE001 - network, auth, missing repo: all end the same way here

@@ -60,7 +60,6 @@ def is_built(recipe: ModelRecipe) -> bool:
     return (build_dir(recipe) / META_FILE).is_file()
 
 
-
 def param_count(model: Any) -> int:
     return sum(p.numel() for p in model.parameters())
 

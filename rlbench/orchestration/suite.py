@@ -336,7 +336,7 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[CellResult]]:
                             max_retries=0)(_run_cell_task)
         by_key = dict(todo)
         # the hidden splits each task is drawn from here: a node that would draw others refuses its cell
-        splits = {cell.task: task_splits(cell) for _, cell in todo}
+        splits = {task: task_splits(cell) for task, cell in {c.task: c for _, c in todo}.items()}
         queue = list(todo)
         pending: dict[Any, str] = {}
         info(f"suite {suite_dir.name}: running {len(queue)} cells ({spec.cell_cpus:g} CPUs each) in {suite_dir}")

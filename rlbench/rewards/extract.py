@@ -11,9 +11,10 @@ one convention scores another dataset's correct answers 0, so a task names its c
 from __future__ import annotations
 
 import re
+from collections import deque
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from rlbench.config.core import ConfigError
 
@@ -77,12 +78,16 @@ def boxed(text: str) -> str | None:
     return None
 
 
+def _last(matches: Iterator[re.Match[str]]) -> re.Match[str] | None:
+    """The last of `matches` (None when there is none): every convention puts its answer last."""
+    last = deque(matches, maxlen=1)
+    return last[0] if last else None
+
+
 def last_number(text: str) -> str | None:
     """The last number in the text (the usual convention where an answer has no marker: the
     reasoning comes first, the result last): "I think 3, no wait, 5" answers 5."""
-    found = None
-    for found in _NUMBER_IN_TEXT.finditer(text[-TAIL_CHARS:]):
-        pass
+    found = _last(_NUMBER_IN_TEXT.finditer(text[-TAIL_CHARS:]))
     return found.group(0) if found is not None else None
 
 
@@ -106,9 +111,7 @@ def regex(text: str, pattern: str = "") -> str | None:
     if not pattern:
         raise ConfigError("the regex extractor needs `pattern`")
     rx = _compiled(pattern)
-    found = None
-    for found in rx.finditer(text[-TAIL_CHARS:]):
-        pass
+    found = _last(rx.finditer(text[-TAIL_CHARS:]))
     if found is None:
         return None
     return found.group(1) if rx.groups else found.group(0)

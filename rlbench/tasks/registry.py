@@ -80,7 +80,7 @@ def task_file(name: str, filename: str) -> Path:
 def variants(name: str) -> list[str]:
     """The variants a task folder holds (`variants/NAME.yaml`)."""
     folder = task_dir(name) / "variants"
-    return sorted(p.stem for p in folder.glob("*.yaml") if "." not in p.stem) if folder.is_dir() else []
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
 def _variant(folder: Path, variant: str) -> dict:
