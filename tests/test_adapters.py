@@ -92,6 +92,7 @@ def test_adapters_that_cannot_be_merged_are_refused_with_the_reason(tmp_path, ba
     assert "adapter_model.safetensors" in case("bin", lambda f: (f / "adapter_model.safetensors").unlink())
     assert "does not merge" in case("nowhere", lambda f: edit(f, target_modules=["no_such_proj"]))
     assert "adapter_config.json does not load" in case("garbled", lambda f: (f / "adapter_config.json").write_text("{"))
+    assert "may not hold a 'adapter' entry" in case("collide", lambda f: (f / "adapter").mkdir())
     # an adapter made for another architecture: its tensors do not fit this base's shapes
     from safetensors.torch import load_file, save_file
 

@@ -101,6 +101,8 @@ def merge_adapter(path: Path, base_model: Path) -> str:
     if not (path / "adapter_model.safetensors").is_file():
         return "an adapter checkpoint needs adapter_model.safetensors (save it with safe_serialization)"
     kept = path / ADAPTER_DIR
+    if kept.exists():
+        return f"an adapter checkpoint may not hold a '{ADAPTER_DIR}' entry (the harness keeps the adapter's files there)"
     kept.mkdir()
     for f in list(path.iterdir()):
         if f != kept:
