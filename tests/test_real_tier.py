@@ -1,5 +1,5 @@
-"""The real tier's gsm8k-grpo: its spec names the real model and datasets, and its `@standin`
-variant runs that same spec end to end on a CPU, through a cell with the null and the reference
+"""The real tier's gsm8k-grpo and code-grpo: each spec names the real model and datasets, and its
+`@standin` variant runs that same spec end to end on a CPU, through a cell with the null and the reference
 agents, against local stand-ins in the real formats (the hub's dataset layout read by `datasets`,
 a Qwen2 with a BPE tokenizer and a chat template)."""
 
@@ -15,6 +15,7 @@ from conftest import REPO
 from rlbench.sandbox import bwrap_path
 
 STANDIN = REPO / "tasks" / "gsm8k-grpo" / "standin"
+CODE_STANDIN = REPO / "tasks" / "code-grpo" / "standin"
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +53,39 @@ def test_the_committed_standins_are_what_make_py_builds(tmp_path):
         assert pq.read_table(tmp_path / rel).to_pylist() == pq.read_table(STANDIN / rel).to_pylist(), rel
     for rel in ("gsm8k/README.md", "svamp/README.md", "model/tokenizer.json", "model/config.json"):
         assert (tmp_path / rel).read_bytes() == (STANDIN / rel).read_bytes(), rel
+
+
+def test_code_grpo_names_mbpp_and_humaneval_plus_and_its_standin_only_where_they_come_from():
+    from rlbench.config.core import to_dict
+    from rlbench.tasks.registry import load_task, variants
+
+    real, standin = load_task("code-grpo"), load_task("code-grpo@standin")
+    assert variants("code-grpo") == ["standin"]
+    assert (real.model.base, real.data.hf.path, real.data.hf.name, real.data.hf.sources["heldout"].path) == (
+        "Qwen/Qwen2.5-0.5B", "google-research-datasets/mbpp", "full", "evalplus/humanevalplus")
+    assert real.reward.name == "unit_tests" and real.budget.device.value == "cuda"
+    assert Path(standin.model.base) == STANDIN / "model"  # gsm8k-grpo's stand-in of the same base
+    assert Path(standin.data.hf.path) == CODE_STANDIN / "mbpp"
+    a, b = to_dict(real), to_dict(standin)
+    assert {k for k in a if a[k] != b[k]} == {"name", "model", "data", "eval", "limits", "budget"}
+    assert {k for k in a["data"]["hf"] if a["data"]["hf"][k] != b["data"]["hf"][k]} == {"path", "sources"}
+    assert a["prompt"] == b["prompt"] and a["reward"] == b["reward"]
+
+
+def test_code_grpos_committed_standins_are_what_its_make_py_builds(tmp_path):
+    spec = importlib.util.spec_from_file_location("code_standin_make", CODE_STANDIN / "make.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    make.main(tmp_path)
+    import pyarrow.parquet as pq
+
+    files = sorted(p.relative_to(CODE_STANDIN) for p in CODE_STANDIN.rglob("*") if p.is_file() and p.name != "make.py")
+    assert files == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    for rel in files:
+        if rel.suffix == ".parquet":
+            assert pq.read_table(tmp_path / rel).to_pylist() == pq.read_table(CODE_STANDIN / rel).to_pylist(), rel
+        else:
+            assert (tmp_path / rel).read_bytes() == (CODE_STANDIN / rel).read_bytes(), rel
 
 
 @pytest.mark.slow
@@ -96,3 +130,27 @@ def test_the_gpu_check_runs_every_step_on_a_cpu(tmp_path):
     assert all(s["ok"] for s in report["steps"].values())
     assert report["steps"]["sync"]["tensors"] > 0 and report["steps"]["sandbox"]["gpus_seen"] == 0
     assert report["steps"]["scoring"]["n"] == 60
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
+def test_code_grpo_cells_run_the_standin_end_to_end_and_train_on_the_code_reward(tmp_path):
+    """The reference agent's GRPO calls the unit-test reward inside its own sandbox (programs run
+    under rlimits there, bwrap cannot nest); the harness scores every checkpoint with it, each
+    program in a bwrap sandbox of its own."""
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    for agent, budget in (("null", 60), ("reference", 150)):
+        r = run_cell(CellConfig(agent=agent, task="code-grpo@standin", seed=0, results=str(tmp_path), grace_s=10,
+                                budget_s=budget)).to_json_dict()
+        assert r["status"] == "ok" and r["submissions"]["valid"] >= 1, (agent, r.get("reason"))
+        assert set(r["gains"]) == {"dev", "test", "heldout"}
+        assert (r["baseline"]["test"]["n"], r["baseline"]["heldout"]["n"]) == (60, 40)
+    cell = Path(r["cell_dir"])
+    first = json.loads((cell / "workspace" / "data" / "train.jsonl").read_text().splitlines()[0])
+    assert first["prompt"].startswith("<|im_start|>system\nYou are an expert Python programmer")
+    assert first["answer"].strip().startswith("assert ")
+    steps = [json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()]
+    train = [s for s in steps if s["tool"] == "exec"]
+    assert train and train[0]["result"]["returncode"] == 0, train
+    assert "reward unit_tests" in train[0]["result"]["stdout"]

@@ -110,7 +110,7 @@ def data_key(task: TaskConfig) -> str:
     data.pop("wave", None)
     if data.get("hf"):  # fields an hf task leaves at their defaults keep the key it had before they existed
         data["hf"] = {k: v for k, v in data["hf"].items()
-                      if k not in ("sources", "revision", "prompt_template", "answer_extract") or v}
+                      if k not in ("sources", "revision", "prompt_template", "answer_template", "answer_extract") or v}
     source = seed_source(task)
     blob: dict[str, Any] = {"version": task.version, "data": data, "seed_source": source}
     if task.prompt.active:  # a task without a prompt config keeps the key (and stored splits) it always had
@@ -173,8 +173,8 @@ def load_hf_splits(task: TaskConfig) -> dict[str, list[dict[str, Any]]]:
             ds = datasets.load_dataset(src.path, src.name, split=src.split, **kwargs)
         except Exception as exc:
             raise ConfigError(f"key 'data.hf': cannot load {where} (for {split}): {exc}") from exc
-        fields_needed = [src.answer_field] + ([src.prompt_field] if not src.prompt_template else
-                                              [f for f in _template_fields(src.prompt_template)])
+        fields_needed = ([src.answer_field] if not src.answer_template else _template_fields(src.answer_template))
+        fields_needed += [src.prompt_field] if not src.prompt_template else _template_fields(src.prompt_template)
         for col in fields_needed:
             if col not in ds.column_names:
                 raise ConfigError(f"key 'data.hf': {where} has no column '{col}'; it has {ds.column_names}")
@@ -188,8 +188,8 @@ def _hf_item(src: Any, row: dict[str, Any], item_id: str, where: str) -> dict[st
     extractor, with the whole field kept as `solution`), and an id."""
     from rlbench.rewards.extract import extract
 
-    prompt = src.prompt_template.format(**row) if src.prompt_template else str(row[src.prompt_field])
-    raw = str(row[src.answer_field])
+    prompt = _fill(src.prompt_template, row) if src.prompt_template else str(row[src.prompt_field])
+    raw = _fill(src.answer_template, row) if src.answer_template else str(row[src.answer_field])
     if not src.answer_extract:
         return {"prompt": prompt, "answer": raw, "id": item_id}
     answer = extract(src.answer_extract, raw)
@@ -197,6 +197,12 @@ def _hf_item(src: Any, row: dict[str, Any], item_id: str, where: str) -> dict[st
         raise ConfigError(f"key 'data.hf.answer_extract': {where}, row {item_id}: no answer by "
                           f"'{src.answer_extract}' in {raw[-200:]!r}")
     return {"prompt": prompt, "answer": answer, "solution": raw, "id": item_id}
+
+
+def _fill(template: str, row: dict[str, Any]) -> str:
+    """A template filled with a row's fields; a list field (MBPP's `test_list`) one line an entry."""
+    return template.format(**{k: "\n".join(map(str, v)) if isinstance(v, (list, tuple)) else v
+                              for k, v in row.items()})
 
 
 def _template_fields(template: str) -> list[str]:

@@ -15,7 +15,7 @@ from rlbench.engines.sampling import SamplingParams
 from rlbench.envs import tool_args
 from rlbench.evaluation.stats import mean_ci, wilson_ci
 from rlbench.progress import track
-from rlbench.rewards import get_reward
+from rlbench.rewards import score_many
 from rlbench.tasks.spec import HIDDEN_SPLITS, EvalProtocol, TaskConfig
 
 # The harness's evaluation semantics: part of every score cache key. Bump it whenever a change can
@@ -64,7 +64,6 @@ def score_split(
     greedy accuracy as a second figure; both with 95% intervals over prompts. Greedy is computed
     when the protocol asks for it and always on the hidden splits."""
     proto = protocol or task.eval
-    reward = get_reward(task.reward.name)
     params = dict(task.reward.params)
     prompts = [it["prompt"] for it in items]
     tool = tool_args(task)
@@ -74,16 +73,19 @@ def score_split(
         sampling = SamplingParams(n=proto.samples_per_prompt, temperature=proto.temperature, top_p=proto.top_p,
                                   max_new_tokens=proto.max_new_tokens, seed=proto.seed, **tool)
         sampled = generate(model, tokenizer, prompts, sampling, batch_size=batch, on_batch=lambda _n: bar.advance())
-    per_item = [
-        sum(reward(c.text, it["answer"], **params) for c in comps) / len(comps)
-        for comps, it in zip(sampled, items)
-    ]
+    flat = score_many(task.reward.name, params, [c.text for comps in sampled for c in comps],
+                      [it["answer"] for comps, it in zip(sampled, items) for _ in comps])
+    per_item, at = [], 0
+    for comps in sampled:
+        per_item.append(sum(flat[at:at + len(comps)]) / len(comps))
+        at += len(comps)
     mean, lo, hi = mean_ci(per_item)
     score = SplitScore(split, len(items), proto.samples_per_prompt, mean, lo, hi, per_item=per_item)
     if proto.greedy or split in HIDDEN_SPLITS:
         argmax = SamplingParams(greedy=True, max_new_tokens=proto.max_new_tokens, **tool)
         greedy = generate(model, tokenizer, prompts, argmax, batch_size=proto.batch_size)
-        score.greedy_per_item = [float(reward(c[0].text, it["answer"], **params)) for c, it in zip(greedy, items)]
+        score.greedy_per_item = score_many(task.reward.name, params, [c[0].text for c in greedy],
+                                           [it["answer"] for it in items])
         score.greedy, score.greedy_ci_low, score.greedy_ci_high = wilson_ci(sum(score.greedy_per_item), len(items))
     score.ci_ok = score.halfwidth <= proto.max_ci_halfwidth + 1e-12
     return score

@@ -18,13 +18,14 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from rlbench.rewards import get_reward
+from rlbench.rewards import get_reward, score_many
 from rlbench.rewards.sizes import MAX_PER_REQUEST, completion_chars, request_bytes
 
 
 class RewardService:
     def __init__(self, task: Any, train: Sequence[dict[str, Any]], limit: int, log_path: Path | None):
-        self.fn = get_reward(task.reward.name)
+        self.name = task.reward.name
+        get_reward(self.name)  # an unknown reward fails here, not at the first query
         self.params = dict(task.reward.params)
         # the caps follow the task's completion length (rlbench/rewards/sizes.py): the characters
         # of each completion scored, and the request line the grading server reads for this op
@@ -58,7 +59,7 @@ class RewardService:
                 return {"ok": False, "error": f"reward budget: {self.left} of {self.limit} queries left, "
                                               f"{len(ids)} asked", "queries_left": self.left}
             texts = [str(c)[:self.max_chars] for c in completions]
-            rewards = [float(self.fn(t, self.answers[i], **self.params)) for i, t in zip(ids, texts)]
+            rewards = score_many(self.name, self.params, texts, [self.answers[i] for i in ids])
             self.used += len(ids)
             self.requests += 1
             if self.log_path is not None:

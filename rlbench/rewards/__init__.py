@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from rlbench.config.core import ConfigError
+from rlbench.rewards.code import check_unit_tests, unit_tests
 from rlbench.rewards.exact import exact_int
 from rlbench.rewards.graded import int_closeness
 from rlbench.rewards.number import check_exact_number, exact_number
@@ -15,9 +16,10 @@ from rlbench.rewards.tool import calc_exact, game_win
 RewardFn = Callable[..., float]
 
 _REWARDS: dict[str, RewardFn] = {"exact_int": exact_int, "int_closeness": int_closeness, "exact_text": exact_text,
-                                 "calc_exact": calc_exact, "game_win": game_win, "exact_number": exact_number}
+                                 "calc_exact": calc_exact, "game_win": game_win, "exact_number": exact_number,
+                                 "unit_tests": unit_tests}
 # rewards whose params need more than a known name: checked when the task loads, before any work
-_PARAM_CHECKS: dict[str, Callable[..., None]] = {"exact_number": check_exact_number}
+_PARAM_CHECKS: dict[str, Callable[..., None]] = {"exact_number": check_exact_number, "unit_tests": check_unit_tests}
 
 
 def get_reward(name: str) -> RewardFn:
@@ -27,6 +29,19 @@ def get_reward(name: str) -> RewardFn:
         raise ConfigError(
             f"key 'reward.name': value '{name}' is not allowed; allowed: {', '.join(sorted(_REWARDS))}"
         ) from None
+
+
+def score_many(name: str, params: Mapping[str, Any], texts: Sequence[str], answers: Sequence[Any]) -> list[float]:
+    """Reward `name` for each (completion, answer) pair, in order. Every caller that scores a batch
+    (evaluation, the reward endpoint, the SDK) comes here: a reward with a batch form (`fn.batch`,
+    e.g. unit_tests, whose programs run side by side) uses it, the others are called one by one."""
+    if len(texts) != len(answers):
+        raise ValueError(f"{len(texts)} completions for {len(answers)} answers")
+    fn = get_reward(name)
+    batch = getattr(fn, "batch", None)
+    if batch is not None:
+        return [float(r) for r in batch(list(texts), list(answers), **params)]
+    return [float(fn(t, a, **params)) for t, a in zip(texts, answers)]
 
 
 def reward_params(name: str) -> list[str]:
@@ -47,5 +62,5 @@ def check_reward(name: str, params: Mapping[str, Any]) -> None:
         _PARAM_CHECKS[name](**params)
 
 
-__all__ = ["RewardFn", "get_reward", "check_reward", "reward_params", "exact_int", "int_closeness", "exact_text",
+__all__ = ["RewardFn", "get_reward", "score_many", "unit_tests", "check_reward", "reward_params", "exact_int", "int_closeness", "exact_text",
            "calc_exact", "game_win", "exact_number"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator, Sequence
 
-from rlbench.rewards import get_reward
+from rlbench.rewards import score_many
 from rlbench.rewards.sizes import CHUNK, completion_chars, request_bytes
 
 
@@ -29,8 +29,7 @@ def batch_rewards(task: Any, items: Sequence[dict[str, Any]], texts: Sequence[st
     if len(items) != len(texts):
         raise ValueError(f"{len(items)} items for {len(texts)} completions")
     if has_answers(items):
-        fn = get_reward(task.reward.name)
-        return [float(fn(t, it["answer"], **task.reward.params)) for it, t in zip(items, texts)]
+        return score_many(task.reward.name, task.reward.params, texts, [it["answer"] for it in items])
     from rlbench.grading.client import address, request
 
     if any("id" not in it for it in items):

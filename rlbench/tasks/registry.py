@@ -84,7 +84,8 @@ def variants(name: str) -> list[str]:
 
 
 def _variant(folder: Path, variant: str) -> dict:
-    """A variant's overrides, its `./` paths made the task folder's."""
+    """A variant's overrides, its `./` and `../` paths made the task folder's (`../gsm8k-grpo/...`:
+    a stand-in model two tasks share)."""
     import yaml
 
     path = folder / "variants" / f"{variant}.yaml"
@@ -94,7 +95,7 @@ def _variant(folder: Path, variant: str) -> dict:
     data = yaml.safe_load(path.read_text()) or {}
 
     def local(value: object) -> object:
-        if isinstance(value, str) and value.startswith("./"):
+        if isinstance(value, str) and value.startswith(("./", "../")):
             return str((folder / value).resolve())
         if isinstance(value, dict):
             return {k: local(v) for k, v in value.items()}

@@ -95,6 +95,7 @@ class HFSplitSource:
     prompt_field: Optional[str] = None
     prompt_template: Optional[str] = None
     answer_field: Optional[str] = None
+    answer_template: Optional[str] = None
     answer_extract: Optional[str] = None
 
 
@@ -115,6 +116,9 @@ class HFDataConfig:
     # a row's fields formatted into the question ("{Body} {Question}"); '' : the prompt_field as is
     prompt_template: str = ""
     answer_field: str = "answer"
+    # a row's fields formatted into the answer (a code task's tests: "{test_setup_code}\n{test_list}",
+    # a list field one line an entry); '' : the answer_field
+    answer_template: str = ""
     # the answer as stored: the answer field's final answer by a named extractor (rlbench/rewards/extract.py;
     # `gsm8k` takes what follows `####`), the whole field kept as `solution`; '' : the field as it is
     answer_extract: str = ""
@@ -141,6 +145,7 @@ class HFDataConfig:
                              prompt_field=pick("prompt_field", self.prompt_field),
                              prompt_template=pick("prompt_template", self.prompt_template),
                              answer_field=pick("answer_field", self.answer_field),
+                             answer_template=pick("answer_template", self.answer_template),
                              answer_extract=pick("answer_extract", self.answer_extract))
 
 
