@@ -46,7 +46,7 @@ def _pct(x: float | None) -> str:
 
 @tasks_app.command("list")
 def tasks_list() -> None:
-    """All tasks with their category, kind of work, difficulty, base model and budget."""
+    """All tasks with their category, kind of work, difficulty, base model, data and budget."""
     from rlbench.tasks.registry import list_tasks, variants
 
     try:
@@ -57,7 +57,7 @@ def tasks_list() -> None:
 
     validations = load_validations()
     table = Table(title="rlbench tasks")
-    for col in ("name", "version", "category", "kind", "difficulty", "base model", "rewards", "budget", "validated"):
+    for col in ("name", "version", "category", "kind", "difficulty", "base model", "data", "rewards", "budget", "validated"):
         table.add_column(col)
     for t in tasks:
         b = t.budget
@@ -67,7 +67,7 @@ def tasks_list() -> None:
         v = validations.get(t.name)
         state = "-" if not v or v.get("version") != t.version else ("passed" if v["passed"] else "failed")
         name = t.name + "".join(f"\n  @{v}" for v in variants(t.name))  # e.g. the real tier's CPU stand-in
-        table.add_row(name, t.version, t.category.value, t.kind.value, t.difficulty.value, t.model.base, rewards,
+        table.add_row(name, t.version, t.category.value, t.kind.value, t.difficulty.value, t.model.base, t.data.origin(), rewards,
                       budget, state)
     out.print(table)
 

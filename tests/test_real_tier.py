@@ -154,3 +154,86 @@ def test_code_grpo_cells_run_the_standin_end_to_end_and_train_on_the_code_reward
     train = [s for s in steps if s["tool"] == "exec"]
     assert train and train[0]["result"]["returncode"] == 0, train
     assert "reward unit_tests" in train[0]["result"]["stdout"]
+
+
+IFEVAL_STANDIN = REPO / "tasks" / "ifeval-grpo" / "standin"
+
+
+def test_ifeval_grpo_names_its_datasets_and_its_standin_only_where_they_come_from():
+    from rlbench.config.core import to_dict
+    from rlbench.tasks.registry import load_task, variants
+
+    real, standin = load_task("ifeval-grpo"), load_task("ifeval-grpo@standin")
+    assert variants("ifeval-grpo") == ["standin"]
+    assert (real.model.base, real.data.hf.path, real.data.hf.name, real.data.hf.sources["heldout"].path) == (
+        "Qwen/Qwen2.5-0.5B", "argilla/ifeval-like-data", "filtered", "google/IFEval")
+    assert real.reward.name == "if_instructions" and real.reward.access.value == "endpoint"
+    assert real.budget.device.value == "cuda" and real.data.hf.answer_fields == ["instruction_id_list", "kwargs", "prompt"]
+    assert Path(standin.model.base) == STANDIN / "model"
+    a, b = to_dict(real), to_dict(standin)
+    assert {k for k in a if a[k] != b[k]} == {"name", "model", "data", "eval", "limits", "budget"}
+    assert {k for k in a["data"]["hf"] if a["data"]["hf"][k] != b["data"]["hf"][k]} == {"path", "sources"}
+    assert a["prompt"] == b["prompt"] and a["reward"] == b["reward"]
+
+
+def test_ifeval_grpos_splits_hold_each_rows_instructions_as_its_answer(tmp_path, monkeypatch):
+    """`answer_fields`: the answer is the row's fields as JSON, in both layouts (argilla's kwargs a
+    JSON text, IFEval's objects); the items check against the reward before any cell uses them."""
+    from rlbench.data.splits import prepare_data
+    from rlbench.rewards.instructions import parse_answer
+    from rlbench.tasks.registry import load_task
+
+    monkeypatch.setenv("RLBENCH_HOME", str(tmp_path))
+    task = load_task("ifeval-grpo@standin")
+    data = prepare_data(task, tokenizer_dir=Path(task.model.base))
+    assert {s: len(v) for s, v in data.splits.items()} == {"train": 570, "dev": 6, "test": 24, "heldout": 60}
+    for split, items in data.splits.items():
+        for item in items:
+            parsed = parse_answer(item["answer"])
+            assert parsed.prompt and parsed.prompt in item["prompt"], (split, item)
+    assert data.splits["train"][0]["prompt"].startswith("<|im_start|>system\nYou are a helpful assistant. Follow every")
+    from rlbench.config.core import ConfigError
+
+    with pytest.raises(ConfigError, match="answer_fields.*not both"):
+        load_task("ifeval-grpo", ["data.hf.answer_template='Q: {prompt}'"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
+def test_ifeval_grpo_cells_run_the_standin_end_to_end_with_rewards_from_the_endpoint(tmp_path):
+    """Train items carry no answers: the reference agent's GRPO asks the grading API for every reward
+    (counted), and the harness scores each checkpoint with IFEval's checkers."""
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    for agent, budget in (("null", 60), ("reference", 150)):
+        r = run_cell(CellConfig(agent=agent, task="ifeval-grpo@standin", seed=0, results=str(tmp_path), grace_s=10,
+                                budget_s=budget)).to_json_dict()
+        assert r["status"] == "ok" and r["submissions"]["valid"] >= 1, (agent, r.get("reason"))
+        assert set(r["gains"]) == {"dev", "test", "heldout"}
+        assert (r["baseline"]["test"]["n"], r["baseline"]["heldout"]["n"]) == (24, 60)
+    cell = Path(r["cell_dir"])
+    first = json.loads((cell / "workspace" / "data" / "train.jsonl").read_text().splitlines()[0])
+    assert "answer" not in first and "Follow every instruction" in first["prompt"]
+    queries = (cell / "reward_queries.jsonl").read_text().splitlines()
+    assert queries, "the reference agent's rewards came from the endpoint"
+
+
+def test_tasks_list_shows_where_each_tasks_data_comes_from():
+    """`rlbench tasks list` names each real task's hub datasets (heldout's where it has its own) beside
+    its base model; a CPU task names its generator."""
+    import os
+    import subprocess
+
+    from conftest import rlbench_cmd
+    from rlbench.tasks.registry import load_task
+
+    assert load_task("gsm8k-grpo").data.origin() == "openai/gsm8k (main); heldout ChilleD/SVAMP"
+    assert load_task("code-grpo").data.origin() == "google-research-datasets/mbpp (full); heldout evalplus/humanevalplus"
+    assert load_task("arith-grpo").data.origin() == "generator arith"
+    proc = subprocess.run(rlbench_cmd() + ["tasks", "list"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "ifeval-grpo" in line)
+    row = " ".join(lines[at:at + 3])  # a row wraps over its cells' lines
+    assert "Qwen/Qwen2.5-0.5B" in row and all(w in row for w in ("argilla/ifeval-like-data", "(filtered)", "google/IFEval"))

@@ -127,7 +127,7 @@ def test_suite_of_all_tasks_lists_every_task_folder_that_runs_on_its_device(monk
     every = [t.name for t in list_tasks()]
     cpu = [t.name for t in list_tasks("cpu")]
     assert {"arith-grpo", "debug-grpo", "format-if", "pref-ppo"} <= set(cpu) and "gsm8k-grpo" not in cpu
-    assert set(every) - set(cpu) == {"gsm8k-grpo"}
+    assert set(every) - set(cpu) == {"gsm8k-grpo", "code-grpo", "ifeval-grpo"}
     spec = load_run_spec(["seeds=[0]"], str(repo / "ray_configs" / "suite-all.yaml"))
     assert [(c.agent, c.task) for c in expand(spec)] == [(a, t) for a in ("null", "reference") for t in cpu]
     gpu = load_run_spec(["seeds=[0]", "device=cuda", "cell_gpus=1"], str(repo / "ray_configs" / "suite-all.yaml"))

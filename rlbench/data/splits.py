@@ -110,7 +110,7 @@ def data_key(task: TaskConfig) -> str:
     data.pop("wave", None)
     if data.get("hf"):  # fields an hf task leaves at their defaults keep the key it had before they existed
         data["hf"] = {k: v for k, v in data["hf"].items()
-                      if k not in ("sources", "revision", "prompt_template", "answer_template", "answer_extract") or v}
+                      if k not in ("sources", "revision", "prompt_template", "answer_template", "answer_fields", "answer_extract") or v}
     source = seed_source(task)
     blob: dict[str, Any] = {"version": task.version, "data": data, "seed_source": source}
     if task.prompt.active:  # a task without a prompt config keeps the key (and stored splits) it always had
@@ -173,7 +173,8 @@ def load_hf_splits(task: TaskConfig) -> dict[str, list[dict[str, Any]]]:
             ds = datasets.load_dataset(src.path, src.name, split=src.split, **kwargs)
         except Exception as exc:
             raise ConfigError(f"key 'data.hf': cannot load {where} (for {split}): {exc}") from exc
-        fields_needed = ([src.answer_field] if not src.answer_template else _template_fields(src.answer_template))
+        fields_needed = (list(src.answer_fields) or ([src.answer_field] if not src.answer_template
+                                                     else _template_fields(src.answer_template)))
         fields_needed += [src.prompt_field] if not src.prompt_template else _template_fields(src.prompt_template)
         for col in fields_needed:
             if col not in ds.column_names:
@@ -189,7 +190,10 @@ def _hf_item(src: Any, row: dict[str, Any], item_id: str, where: str) -> dict[st
     from rlbench.rewards.extract import extract
 
     prompt = _fill(src.prompt_template, row) if src.prompt_template else str(row[src.prompt_field])
-    raw = _fill(src.answer_template, row) if src.answer_template else str(row[src.answer_field])
+    if src.answer_fields:
+        raw = json.dumps({f: row[f] for f in src.answer_fields}, sort_keys=True, default=str)
+    else:
+        raw = _fill(src.answer_template, row) if src.answer_template else str(row[src.answer_field])
     if not src.answer_extract:
         return {"prompt": prompt, "answer": raw, "id": item_id}
     answer = extract(src.answer_extract, raw)
@@ -268,6 +272,7 @@ def prepare_data(task: TaskConfig, task_folder: Path | None = None, tokenizer_di
     import datasets
 
     from rlbench.data.prompts import render_splits
+    from rlbench.rewards import check_answers
 
     datasets.disable_progress_bars()
     key = data_key(task)
@@ -282,6 +287,7 @@ def prepare_data(task: TaskConfig, task_folder: Path | None = None, tokenizer_di
                 splits = load_hf_splits(task) if task.data.source == DataSource.hf else generate_splits(task, task_folder)
                 splits = render_splits(task.prompt, splits, tokenizer_dir)
                 stored = splits, _store(task, dirs, splits)
+    check_answers(task.reward.name, stored[0])
     return TaskData(splits=stored[0], fingerprints=stored[1], key=key, seed_source=seed_source(task))
 
 
@@ -299,6 +305,9 @@ def _with_wave(task: TaskConfig, task_folder: Path | None, key: str, tokenizer_d
             hidden = draw_wave(task, standard.splits, task.data.wave, task_folder)
             stored = hidden, _store(task, dirs, hidden)
     hidden, prints = stored
+    from rlbench.rewards import check_answers
+
+    check_answers(task.reward.name, hidden)
     return TaskData(splits={**standard.splits, **hidden}, fingerprints={**standard.fingerprints, **prints},
                     key=f"{key}-wave-{task.data.wave}", seed_source=standard.seed_source)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rlbench.config.core import ConfigError
 from rlbench.rewards.code import check_unit_tests, unit_tests
 from rlbench.rewards.exact import exact_int
 from rlbench.rewards.graded import int_closeness
+from rlbench.rewards.instructions import check_if_instructions, check_instruction_answers, if_instructions
 from rlbench.rewards.number import check_exact_number, exact_number
 from rlbench.rewards.text import exact_text
 from rlbench.rewards.tool import calc_exact, game_win
@@ -17,9 +18,13 @@ RewardFn = Callable[..., float]
 
 _REWARDS: dict[str, RewardFn] = {"exact_int": exact_int, "int_closeness": int_closeness, "exact_text": exact_text,
                                  "calc_exact": calc_exact, "game_win": game_win, "exact_number": exact_number,
-                                 "unit_tests": unit_tests}
+                                 "unit_tests": unit_tests, "if_instructions": if_instructions}
 # rewards whose params need more than a known name: checked when the task loads, before any work
-_PARAM_CHECKS: dict[str, Callable[..., None]] = {"exact_number": check_exact_number, "unit_tests": check_unit_tests}
+_PARAM_CHECKS: dict[str, Callable[..., None]] = {"exact_number": check_exact_number, "unit_tests": check_unit_tests,
+                                                 "if_instructions": check_if_instructions}
+# rewards whose items' answers must be checked against this machine when a task's splits are
+# built or loaded (a malformed answer, or data a checker needs and the machine lacks)
+_ANSWER_CHECKS: dict[str, Callable[[Iterable[tuple[str, Any]]], None]] = {"if_instructions": check_instruction_answers}
 
 
 def get_reward(name: str) -> RewardFn:
@@ -62,5 +67,12 @@ def check_reward(name: str, params: Mapping[str, Any]) -> None:
         _PARAM_CHECKS[name](**params)
 
 
-__all__ = ["RewardFn", "get_reward", "score_many", "unit_tests", "check_reward", "reward_params", "exact_int", "int_closeness", "exact_text",
+def check_answers(name: str, splits: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+    """A task's items checked against its reward on this machine, before any cell scores them
+    (ConfigError with the reason); rewards that need no check pass every item."""
+    if name in _ANSWER_CHECKS:
+        _ANSWER_CHECKS[name]((split, item["answer"]) for split, items in splits.items() for item in items)
+
+
+__all__ = ["RewardFn", "get_reward", "score_many", "unit_tests", "if_instructions", "check_reward", "check_answers", "reward_params", "exact_int", "int_closeness", "exact_text",
            "calc_exact", "game_win", "exact_number"]

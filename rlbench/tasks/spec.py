@@ -96,6 +96,7 @@ class HFSplitSource:
     prompt_template: Optional[str] = None
     answer_field: Optional[str] = None
     answer_template: Optional[str] = None
+    answer_fields: Optional[list[str]] = None
     answer_extract: Optional[str] = None
 
 
@@ -119,6 +120,9 @@ class HFDataConfig:
     # a row's fields formatted into the answer (a code task's tests: "{test_setup_code}\n{test_list}",
     # a list field one line an entry); '' : the answer_field
     answer_template: str = ""
+    # the answer as a JSON object of these row fields, each as the row holds it (an instruction
+    # task's `instruction_id_list`, `kwargs` and `prompt`); []: the answer_field or answer_template
+    answer_fields: list[str] = field(default_factory=list)
     # the answer as stored: the answer field's final answer by a named extractor (rlbench/rewards/extract.py;
     # `gsm8k` takes what follows `####`), the whole field kept as `solution`; '' : the field as it is
     answer_extract: str = ""
@@ -130,9 +134,12 @@ class HFDataConfig:
         for split in list(self.splits) + list(self.sources):
             check(split in SPLITS, f"data.hf.splits/sources.{split}", split, ", ".join(SPLITS))
         for split in SPLITS:
-            name = self.source(split).answer_extract
-            if name:
-                check_extractor(name, f"data.hf.answer_extract ({split})")
+            src = self.source(split)
+            if src.answer_extract:
+                check_extractor(src.answer_extract, f"data.hf.answer_extract ({split})")
+            if src.answer_fields and (src.answer_template or src.answer_extract):
+                raise ConfigError(f"key 'data.hf.answer_fields' ({split}): an answer is its fields as JSON, or "
+                                  f"answer_template/answer_extract's text, not both")
 
     def source(self, split: str) -> "HFSplitSource":
         """The split's source, every field resolved (its own where set, else the task's)."""
@@ -146,6 +153,7 @@ class HFDataConfig:
                              prompt_template=pick("prompt_template", self.prompt_template),
                              answer_field=pick("answer_field", self.answer_field),
                              answer_template=pick("answer_template", self.answer_template),
+                             answer_fields=list(pick("answer_fields", self.answer_fields)),
                              answer_extract=pick("answer_extract", self.answer_extract))
 
 
@@ -177,6 +185,19 @@ class DataConfig:
             check(bool(self.workspace), "data.workspace", self.workspace, "the workspace folder")
         else:
             check(self.hf is not None, "data.hf", None, "a HF datasets spec when data.source=hf")
+
+    def origin(self) -> str:
+        """Where the items come from, in a line (`rlbench tasks list`): the hub dataset of each split
+        that has its own, or the generator."""
+        if self.source == DataSource.generator:
+            return f"generator {self.generator}"
+        if self.source == DataSource.workspace:
+            return f"workspace {self.workspace}"
+        assert self.hf is not None
+        named = lambda src: src.path + (f" ({src.name})" if src.name and src.name != "default" else "")  # noqa: E731
+        main = named(self.hf.source("train"))
+        others = [f"{split} {named(self.hf.source(split))}" for split in SPLITS if named(self.hf.source(split)) != main]
+        return "; ".join([main] + others)
 
 
 @dataclass
