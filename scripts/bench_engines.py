@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Side-by-side speed of rlbench's engines, on one model and one setting.
 
-1. Rollout tokens/s: the HF backend against the vLLM backend (where vllm imports).
+1. Rollout tokens/s: the HF backend against the vLLM backend, sampled and greedy, in fp32 and bf16,
+   with each engine's start time (an `LLM` starts in tens of seconds, HF in one or two).
 2. GRPO: samples/s and seconds per step of reference_pipelines/grpo against TRL's GRPOTrainer
    (`pip install -e .[bench]`), at equal group size, batch, max new tokens, steps, threads and KL
    coefficient, in fp32 and in bf16 for both (TRL: `bf16=True`, ours: `precision=bf16`), so every
@@ -11,6 +12,9 @@ Each measurement runs in its own subprocess (nothing shared, nothing warm), one 
 Prints a table with the ratios and writes it to docs/benchmarks.md.
 
     .venv/bin/python scripts/bench_engines.py --model arith-m --steps 30
+
+`--parts rollout,grpo` leaves TRL out (`trl` is the third part); reference GRPO is measured with
+each rollout backend.
 """
 
 from __future__ import annotations
@@ -59,25 +63,39 @@ def child_rollout(backend: str, a: argparse.Namespace) -> dict:
         return {"error": "vllm not installed"}
     torch.set_num_threads(a.threads)
     path = resolve_model(a.model).location
-    eng = RolloutEngine(path, backend=backend, batch_size=a.prompts * a.group, precision=a.precision)
+    t0 = time.perf_counter()
+    eng = RolloutEngine(path, backend=backend, batch_size=a.prompts * a.group, precision=a.precision,
+                        num_threads=a.threads)
+    start_s = time.perf_counter() - t0
     prompts, _ = _prompts(a.prompts)
-    eng.generate(prompts, SamplingParams(n=a.group, max_new_tokens=a.max_new, seed=0))  # warm-up
-    tokens, t0 = 0, time.perf_counter()
-    for i in range(a.steps):
-        out = eng.generate(prompts, SamplingParams(n=a.group, max_new_tokens=a.max_new, seed=i + 1))
-        tokens += sum(len(c.token_ids) + 1 for g in out for c in g)
-    dt = time.perf_counter() - t0
-    return {"tokens_per_s": tokens / dt, "seconds": dt}
+    out: dict = {"start_s": start_s}
+    for mode in ("sampled", "greedy"):
+        def params(i: int) -> SamplingParams:
+            if mode == "greedy":
+                return SamplingParams(n=1, greedy=True, max_new_tokens=a.max_new, seed=i)
+            return SamplingParams(n=a.group, max_new_tokens=a.max_new, seed=i)
+
+        reps = prompts if mode == "sampled" else prompts * a.group  # as many sequences either way
+        eng.generate(reps, params(0))  # warm-up
+        tokens, t0 = 0, time.perf_counter()
+        for i in range(a.steps):
+            res = eng.generate(reps, params(i + 1))
+            tokens += sum(len(c.token_ids) + 1 for g in res for c in g)
+        out[f"{mode}_tokens_per_s"] = tokens / (time.perf_counter() - t0)
+    if backend == "vllm":
+        eng.close()
+    out["tokens_per_s"] = out["sampled_tokens_per_s"]
+    return out
 
 
-def child_ours(a: argparse.Namespace) -> dict:
+def child_ours(a: argparse.Namespace, backend: str = "hf") -> dict:
     from reference_pipelines.grpo.train import GRPOConfig, run
 
-    out = ROOT / "runs" / "bench" / "ours"
+    out = ROOT / "runs" / "bench" / f"ours-{backend}"
     (out / "steps.jsonl").unlink(missing_ok=True)
     cfg = GRPOConfig(task="arith-grpo", model=a.model, steps=a.steps, batch_prompts=a.prompts, group_size=a.group,
                      max_new_tokens=a.max_new, num_threads=a.threads, eval_every=0, kl_coef=0.04, out=str(out),
-                     precision=a.precision)
+                     precision=a.precision, rollout_backend=backend)
     run(cfg)
     steps = [json.loads(l) for l in (out / "steps.jsonl").read_text().splitlines()]
     steps = steps[1:]  # first step includes one-off warm-up
@@ -138,21 +156,27 @@ def main() -> None:
     p.add_argument("--child", default="")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="(children only)")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    p.add_argument("--parts", default="rollout,grpo,trl", help="which of rollout, grpo, trl to measure")
     a = p.parse_args()
     if a.child:
         import os
 
         os.environ.setdefault("RLBENCH_QUIET", "1")
         fn = {"rollout-hf": lambda: child_rollout("hf", a), "rollout-vllm": lambda: child_rollout("vllm", a),
-              "grpo-ours": lambda: child_ours(a), "grpo-trl": lambda: child_trl(a)}[a.child]
+              "grpo-ours": lambda: child_ours(a), "grpo-ours-vllm": lambda: child_ours(a, "vllm"),
+              "grpo-trl": lambda: child_trl(a)}[a.child]
         print("RESULT " + json.dumps(fn()), flush=True)
         return
 
     from rlbench.models.zoo import model_meta, resolve_model
 
     meta = model_meta(Path(resolve_model(a.model).location)) or {}
-    runs = [("rollout-hf", "fp32"), ("rollout-hf", "bf16"), ("rollout-vllm", "fp32"),
-            ("grpo-ours", "fp32"), ("grpo-ours", "bf16"), ("grpo-trl", "fp32"), ("grpo-trl", "bf16")]
+    parts = set(a.parts.split(","))
+    runs = [(k, p) for k, p in [("rollout-hf", "fp32"), ("rollout-hf", "bf16"), ("rollout-vllm", "fp32"),
+                                ("rollout-vllm", "bf16")] if "rollout" in parts]
+    runs += [(k, p) for k, p in [("grpo-ours", "fp32"), ("grpo-ours", "bf16"), ("grpo-ours-vllm", "fp32")]
+             if "grpo" in parts]
+    runs += [(k, p) for k, p in [("grpo-trl", "fp32"), ("grpo-trl", "bf16")] if "trl" in parts]
     res = {}
     for kind, precision in runs:
         print(f"measuring {kind} {precision} ...", flush=True)
@@ -170,12 +194,25 @@ def main() -> None:
                f"completions, max {a.max_new} new tokens, {a.steps} steps, {a.threads} torch threads, KL coefficient "
                f"0.04, {platform.processor() or platform.machine()}, python {platform.python_version()}")
     rows = ["| measure | precision | rlbench | other | ratio (rlbench / other) |", "| --- | --- | --- | --- | --- |"]
-    hf32, hf16, vl = res[("rollout-hf", "fp32")], res[("rollout-hf", "bf16")], res[("rollout-vllm", "fp32")]
-    rows.append(f"| rollout tokens/s: HF backend vs vLLM backend | fp32 | {fmt(hf32, 'tokens_per_s')} | "
-                f"{fmt(vl, 'tokens_per_s')} | {ratio(hf32, vl, 'tokens_per_s')} |")
-    rows.append(f"| rollout tokens/s: HF backend bf16 vs fp32 | bf16 / fp32 | {fmt(hf16, 'tokens_per_s')} | "
-                f"{fmt(hf32, 'tokens_per_s')} | {ratio(hf16, hf32, 'tokens_per_s')} |")
+    if "rollout" in parts:
+        for precision in ("fp32", "bf16"):
+            hf, vl = res[("rollout-hf", precision)], res[("rollout-vllm", precision)]
+            for mode in ("sampled", "greedy"):
+                key = f"{mode}_tokens_per_s"
+                rows.append(f"| rollout tokens/s, {mode}: HF backend vs vLLM backend | {precision} | {fmt(hf, key)} | "
+                            f"{fmt(vl, key)} | {ratio(hf, vl, key)} |")
+            rows.append(f"| engine start, s: HF backend vs vLLM backend | {precision} | {fmt(hf, 'start_s', '.1f')} | "
+                        f"{fmt(vl, 'start_s', '.1f')} | {ratio(hf, vl, 'start_s', invert=True)} faster |")
+        hf32, hf16 = res[("rollout-hf", "fp32")], res[("rollout-hf", "bf16")]
+        rows.append(f"| rollout tokens/s: HF backend bf16 vs fp32 | bf16 / fp32 | {fmt(hf16, 'tokens_per_s')} | "
+                    f"{fmt(hf32, 'tokens_per_s')} | {ratio(hf16, hf32, 'tokens_per_s')} |")
+    if "grpo" in parts:
+        o, v = res[("grpo-ours", "fp32")], res[("grpo-ours-vllm", "fp32")]
+        rows.append(f"| GRPO seconds/step: ours, HF rollouts vs vLLM rollouts | fp32 | {fmt(o, 's_per_step', '.3f')} | "
+                    f"{fmt(v, 's_per_step', '.3f')} | {ratio(o, v, 's_per_step', invert=True)} faster |")
     for ours_p, trl_p in (("fp32", "fp32"), ("bf16", "bf16"), ("bf16", "fp32")):
+        if not {"grpo", "trl"} <= parts:
+            break
         o, t = res[("grpo-ours", ours_p)], res[("grpo-trl", trl_p)]
         label = ours_p if ours_p == trl_p else f"{ours_p} / {trl_p}"
         rows.append(f"| GRPO samples/s: ours vs TRL GRPOTrainer | {label} | {fmt(o, 'samples_per_s', '.1f')} | "
@@ -187,7 +224,8 @@ def main() -> None:
     print(table)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     section = (f"\n## Engines, measured {stamp}\n\nSetting: {setting}.\n\n"
-               f"Command: `.venv/bin/python scripts/bench_engines.py --model {a.model} --steps {a.steps}`\n\n"
+               f"Command: `.venv/bin/python scripts/bench_engines.py --model {a.model} --steps {a.steps}"
+               f"{'' if a.parts == 'rollout,grpo,trl' else ' --parts ' + a.parts}`\n\n"
                f"{table}\n")
     out = Path(a.out)
     head = "# rlbench benchmarks\n\nSpeed measured by `scripts/bench_engines.py`; each run appends a section.\n"

