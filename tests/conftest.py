@@ -95,3 +95,24 @@ def ray_cluster(session_home, session_tasks):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+def assert_make_py_rebuilds(standin: Path, out: Path) -> None:
+    """A task's committed stand-in datasets are what its `standin/make.py` builds: the same files,
+    parquet tables row for row, every other file byte for byte."""
+    import importlib.util
+
+    import pyarrow.parquet as pq
+
+    spec = importlib.util.spec_from_file_location(f"standin_make_{standin.parent.name}", standin / "make.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    make.main(out)
+    files = sorted(p.relative_to(standin) for p in standin.rglob("*") if p.is_file() and p.name != "make.py")
+    assert files == sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    for rel in files:
+        if rel.suffix == ".parquet":
+            assert pq.read_table(out / rel).to_pylist() == pq.read_table(standin / rel).to_pylist(), rel
+        else:
+            assert (out / rel).read_bytes() == (standin / rel).read_bytes(), rel
+

@@ -4,13 +4,12 @@ where its items cannot be checked here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, assert_make_py_rebuilds
 from rlbench.config.core import ConfigError
 from rlbench.rewards import check_answers, check_reward, get_reward, score_many
 from rlbench.rewards.instructions import (check_instruction_answers, if_instructions, instruction_scores,
@@ -150,16 +149,4 @@ def test_every_standin_item_is_followed_by_its_response_and_not_by_a_plain_reply
 
 
 def test_the_committed_standins_are_what_make_py_builds(tmp_path):
-    spec = importlib.util.spec_from_file_location("ifeval_standin_make", STANDIN / "make.py")
-    make = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make)
-    make.main(tmp_path)
-    import pyarrow.parquet as pq
-
-    files = sorted(p.relative_to(STANDIN) for p in STANDIN.rglob("*") if p.is_file() and p.name != "make.py")
-    assert files == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    for rel in files:
-        if rel.suffix == ".parquet":
-            assert pq.read_table(tmp_path / rel).to_pylist() == pq.read_table(STANDIN / rel).to_pylist(), rel
-        else:
-            assert (tmp_path / rel).read_bytes() == (STANDIN / rel).read_bytes(), rel
+    assert_make_py_rebuilds(STANDIN, tmp_path)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, assert_make_py_rebuilds
 from rlbench.sandbox import bwrap_path
 
 STANDIN = REPO / "tasks" / "gsm8k-grpo" / "standin"
@@ -77,19 +77,7 @@ def test_code_grpo_names_mbpp_and_humaneval_plus_and_its_standin_only_where_they
 
 
 def test_code_grpos_committed_standins_are_what_its_make_py_builds(tmp_path):
-    spec = importlib.util.spec_from_file_location("code_standin_make", CODE_STANDIN / "make.py")
-    make = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make)
-    make.main(tmp_path)
-    import pyarrow.parquet as pq
-
-    files = sorted(p.relative_to(CODE_STANDIN) for p in CODE_STANDIN.rglob("*") if p.is_file() and p.name != "make.py")
-    assert files == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    for rel in files:
-        if rel.suffix == ".parquet":
-            assert pq.read_table(tmp_path / rel).to_pylist() == pq.read_table(CODE_STANDIN / rel).to_pylist(), rel
-        else:
-            assert (tmp_path / rel).read_bytes() == (CODE_STANDIN / rel).read_bytes(), rel
+    assert_make_py_rebuilds(CODE_STANDIN, tmp_path)
 
 
 @pytest.mark.slow
