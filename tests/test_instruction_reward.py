@@ -98,12 +98,16 @@ def test_items_whose_checkers_need_nltk_data_are_refused_where_it_is_missing(tmp
     """IFEval's sentence counter tokenizes with NLTK's punkt_tab: data, not code. A task holding
     such items is refused with the command that fetches it, never scored without it (or with another
     tokenizer), and checks once it lies in RLBENCH_HOME/nltk_data."""
+    import nltk
+    from if_verifiable.ifeval import instructions_util
+
     monkeypatch.setenv("RLBENCH_HOME", str(tmp_path))
-    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "none"))
+    # NLTK searches only RLBENCH_HOME here, whatever data this machine holds elsewhere or has loaded
+    monkeypatch.setattr(nltk.data, "path", [])
+    monkeypatch.setattr(nltk.data, "_resource_cache", {})
+    instructions_util._get_sentence_tokenizer.cache_clear()
     needs = answer(["length_constraints:number_sentences"], [{"num_sentences": 3, "relation": "less than"}])
     check_instruction_answers([("train", answer(["punctuation:no_comma"], [{}]))])  # no data needed
-    if not missing_nltk_data(["length_constraints:number_sentences"]):
-        pytest.skip("this machine has NLTK's punkt_tab outside RLBENCH_HOME")
     with pytest.raises(ConfigError, match=r"number_sentences.*punkt_tab.*nltk\.downloader -d .*nltk_data punkt_tab"):
         check_answers("if_instructions", {"heldout": [{"answer": needs}]})
     with pytest.raises(LookupError):  # scoring without it raises rather than counting it as not followed
