@@ -338,6 +338,7 @@ def baseline_cmd(
     task_name: str = typer.Argument(..., metavar="TASK"),
     overrides: Optional[List[str]] = OverridesArg,
     device: str = typer.Option("cpu", help="cpu or cuda"),
+    engine: str = typer.Option("auto", help="what samples: hf, vllm, or auto (vllm on cuda where it serves, else hf)"),
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-evaluate even if a cached score exists."),
     output: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON here."),
     quiet: bool = QuietOpt,
@@ -350,12 +351,12 @@ def baseline_cmd(
     set_quiet(quiet)
     try:
         task = load_task(task_name, overrides or [])
-        result = baseline(task, device=device, use_cache=not no_cache)
+        result = baseline(task, device=device, use_cache=not no_cache, engine=engine)
     except ConfigError as exc:
         _fail(exc)
     p = task.eval
     table = Table(title=f"baseline {task.name} v{task.version} — {result['model']} "
-                        f"(k={p.samples_per_prompt}, T={p.temperature}, seed={p.seed})")
+                        f"(k={p.samples_per_prompt}, T={p.temperature}, seed={p.seed}, engine {result['engine']})")
     for col in ("split", "n", "pass@1 %", "95% CI", "greedy %", "greedy 95% CI"):
         table.add_column(col, justify="right" if col != "split" else "left")
     for split, s in result["scores"].items():
@@ -371,7 +372,8 @@ def baseline_cmd(
 
 
 def _gain_table(result: dict) -> Table:
-    table = Table(title=f"{result['task']}: {result['checkpoint']} against {result['base_model']} (harness evaluation)")
+    table = Table(title=f"{result['task']}: {result['checkpoint']} against {result['base_model']} "
+                        f"(harness evaluation, engine {result.get('engine', 'hf')})")
     for col in ("split", "base pass@1 %", "pass@1 %", "abs. gain", "95% CI of gain", "rel. gain %",
                 "base greedy %", "greedy %", "greedy gain", "95% CI of greedy gain"):
         table.add_column(col, justify="left" if col == "split" else "right")
@@ -389,6 +391,7 @@ def evaluate_cmd(
     task_name: str = typer.Argument(..., metavar="TASK"),
     overrides: Optional[List[str]] = OverridesArg,
     device: str = typer.Option("cpu", help="cpu or cuda"),
+    engine: str = typer.Option("auto", help="what samples: hf, vllm, or auto (vllm on cuda where it serves, else hf)"),
     output: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON here."),
     quiet: bool = QuietOpt,
 ) -> None:
@@ -400,7 +403,7 @@ def evaluate_cmd(
     set_quiet(quiet)
     try:
         task = load_task(task_name, overrides or [])
-        result = score_against_base(checkpoint, task, device=device)
+        result = score_against_base(checkpoint, task, device=device, engine=engine)
     except ConfigError as exc:
         _fail(exc)
     out.print(_gain_table(result))

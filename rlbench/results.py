@@ -292,6 +292,7 @@ class CellResult:
     baseline: dict[str, SplitScore] | None = None  # the base model on dev, test, heldout
     base_model: BaseModelRef | None = None
     splits: SplitsRecord | None = None
+    score_engine: str | None = None  # evaluation/engine.py: hf or vllm, what sampled every score of the cell
     scores: dict[str, SplitScore] | None = None  # the chosen checkpoint
     gains: dict[str, Gain] | None = None  # the chosen checkpoint against the base, by split
     submissions: Submissions | None = None

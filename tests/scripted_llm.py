@@ -3,7 +3,8 @@ Anthropic messages (POST .../v1/messages), replaying a scripted conversation.
 
 Each POST /v1/chat/completions takes the next script entry: {"status": 500} answers an error,
 {"tool": (name, arguments_json)} answers a tool call, {"content": str, "finish_reason": ...}
-answers text. Requests are kept, so tests can check what the agent sent back."""
+answers text; an entry's "headers" go with its response ({"status": 429, "headers": {"retry-after":
+"1"}}). Requests are kept, so tests can check what the agent sent back."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ class ScriptedLLM:
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in entry.get("headers", {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -27,6 +27,7 @@ def test_scorer_counts_correct_answers():
     """Items whose gold answer is what the model writes greedily score 1.0 greedy; shifted by one, 0."""
     from rlbench.engines.hf_generate import generate
     from rlbench.engines.sampling import SamplingParams
+    from rlbench.evaluation.engine import ScoringModel
     from rlbench.evaluation.score import score_split
     from rlbench.models.zoo import load_model
     from rlbench.rewards.exact import parse_int_answer
@@ -38,9 +39,10 @@ def test_scorer_counts_correct_answers():
     parsed = [(p, parse_int_answer(o[0].text)) for p, o in zip(prompts, outs)]
     items = [{"prompt": p, "answer": str(v)} for p, v in parsed if v is not None]
     assert items, "the tiny model writes no integer at all"
-    assert score_split(model, tok, items, "x", task).greedy == 1.0
+    scorer = ScoringModel("hf", "arith-tiny", model=model, tokenizer=tok)
+    assert score_split(scorer, items, "x", task).greedy == 1.0
     wrong = [{"prompt": it["prompt"], "answer": str(int(it["answer"]) + 1)} for it in items]
-    assert score_split(model, tok, wrong, "x", task).greedy == 0.0
+    assert score_split(scorer, wrong, "x", task).greedy == 0.0
 
 
 def test_mean_ci_and_wilson_hand_computed():

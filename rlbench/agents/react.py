@@ -5,7 +5,10 @@
 The model sees the task description and every harness tool (rlbench/harness/tool_registry.py:
 exec, python, read, write, submit, sweep, claim, status; the grading server refuses a sweep where
 the task allows none) plus `finish`. Every request and reply goes to the cell's
-conversation.jsonl; API errors are retried with exponential backoff and recorded; malformed tool
+conversation.jsonl; API errors that a retry can cure (429, 408, 409, 5xx, timeouts, lost
+connections) are retried with exponential backoff or after the server's `Retry-After`, the rest
+(400, 401, 403, 404, 422: a bad key or request stays bad) stop the agent at once; every error is
+recorded with its status; malformed tool
 calls, unknown tools and bad arguments are answered with an error the model can read, and
 recorded; tool results are cut to `max_tool_result_chars`; when the conversation grows past
 `max_context_chars` the oldest turns are replaced by a summary of the tool calls they made. A
@@ -110,6 +113,52 @@ def to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, An
                                "input": args if isinstance(args, dict) else {"value": args}})
             add("assistant", blocks or [{"type": "text", "text": "(no text)"}])
     return system, out
+
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx (529: Anthropic overloaded)
+MAX_RETRY_AFTER_S = 300.0  # a server's Retry-After is honoured up to this; longer waits stop the agent
+
+
+@dataclass(frozen=True)
+class ApiFailure:
+    """What an API error means for the loop: retry or stop, and how long the server asked to wait."""
+
+    retryable: bool
+    status: int | None  # the HTTP status; None: no response (timeout, lost connection)
+    retry_after_s: float | None  # the server's Retry-After (retry-after-ms, retry-after), if any
+    kind: str  # the error's class name
+
+
+def api_failure(exc: BaseException) -> ApiFailure:
+    """Classify an `openai` or `anthropic` client error (both clients share these shapes: a
+    status error carries `status_code` and the httpx `response`; connection errors and timeouts
+    carry neither). An error of neither shape is not retried."""
+    kind = type(exc).__name__
+    response = getattr(exc, "response", None)
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        connection = any(c.__name__ in ("APIConnectionError", "APITimeoutError") for c in type(exc).__mro__)
+        return ApiFailure(connection, None, None, kind)
+    return ApiFailure(status in RETRYABLE_STATUS or status >= 500, int(status), _retry_after(response), kind)
+
+
+def _retry_after(response: Any) -> float | None:
+    """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date); None if absent or unreadable."""
+    headers = getattr(response, "headers", None) or {}
+    try:
+        if headers.get("retry-after-ms") is not None:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            from email.utils import parsedate_to_datetime
+
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 @dataclass
@@ -231,13 +280,25 @@ class ReactAgent(Agent):
                     model=cfg.model, messages=messages, tools=FUNCTIONS, temperature=cfg.temperature,
                     max_tokens=cfg.max_output_tokens, seed=cfg.seed))
             except api_error as exc:
-                wait = cfg.backoff_s * 2 ** attempt
-                tools.log_event({"event": "api_error", "turn": turn, "attempt": attempt + 1,
-                                 "error": f"{type(exc).__name__}: {str(exc)[:500]}",
-                                 "retry_in_s": wait if attempt < cfg.retries else None})
-                if attempt < cfg.retries:
-                    time.sleep(wait)
-        tools.log_event({"event": "stop", "why": f"API failed {cfg.retries + 1} times in a row"})
+                failure = api_failure(exc)
+                wait = failure.retry_after_s if failure.retry_after_s is not None else cfg.backoff_s * 2 ** attempt
+                retry = failure.retryable and attempt < cfg.retries and wait <= MAX_RETRY_AFTER_S \
+                    and wait < tools.remaining()
+                tools.log_event({"event": "api_error", "turn": turn, "attempt": attempt + 1, "status": failure.status,
+                                 "error": f"{failure.kind}: {str(exc)[:500]}", "retryable": failure.retryable,
+                                 "retry_in_s": round(wait, 3) if retry else None})
+                if not failure.retryable:
+                    tools.log_event({"event": "stop", "why": f"API refused the request ({failure.status} "
+                                     f"{failure.kind}); not retried: check agent_options (model, base_url) and the "
+                                     f"key in ${cfg.api_key_env}"})
+                    return None
+                if not retry:
+                    break
+                time.sleep(wait)
+        tools.log_event({"event": "stop", "why": f"API failed {attempt + 1} times in a row"
+                                                 + ("" if attempt >= cfg.retries else
+                                                    f"; the server's next retry in {wait:.0f} s is past the budget "
+                                                    f"left or the {MAX_RETRY_AFTER_S:.0f}-s cap")})
         return None
 
     def _dispatch(self, call: "Call", tools: Any, calls: Counter, turn: int) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from rlbench.engines.hf_generate import Completion, generate as hf_generate
+from rlbench.engines.hf_generate import Completion, generate as hf_generate, row_seed
 from rlbench.engines.sampling import SamplingParams
 
 
@@ -131,15 +131,17 @@ class RolloutEngine:
         return self._vllm_generate(prompts, sampling)
 
     def _vllm_generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[list[Completion]]:
-        """`sampling` as vLLM's own SamplingParams; greedy is temperature 0 there."""
+        """`sampling` as vLLM's own SamplingParams; greedy is temperature 0 there. Each prompt is
+        seeded on its own with HF's seeds (`row_seed`: vLLM seeds sample j of a request seed+j), so
+        a prompt's samples do not depend on the others in the call."""
         from vllm import SamplingParams as VLLMSamplingParams
 
         greedy = sampling.greedy
-        params = VLLMSamplingParams(
+        params = [VLLMSamplingParams(
             n=sampling.per_prompt, temperature=0.0 if greedy else sampling.temperature,
-            top_p=1.0 if greedy else sampling.top_p, max_tokens=sampling.max_new_tokens, seed=sampling.seed,
-            logprobs=0, stop_token_ids=list(sampling.stop_ids) or None,
-        )
+            top_p=1.0 if greedy else sampling.top_p, max_tokens=sampling.max_new_tokens,
+            seed=row_seed(sampling.seed, i, 0), logprobs=0, stop_token_ids=list(sampling.stop_ids) or None,
+        ) for i in range(len(prompts))]
         outs = self.llm.generate(list(prompts), params, use_tqdm=False)
         result: list[list[Completion]] = []
         for i, out in enumerate(outs):

@@ -3,7 +3,8 @@
 A cached score is only reused when everything that could change it is equal: every file of the
 scored folder (names and bytes, `files_hash`: the weights alone would let two checkpoints that
 differ only in generation_config.json share a score), the task version, the data fingerprints, the
-reward, the protocol and the harness's evaluation code (`EVAL_VERSION`). The cache lives under the
+reward, the protocol, the harness's evaluation code (`EVAL_VERSION`) and the engine that sampled
+(rlbench/evaluation/engine.py: HF and vLLM draw different samples). The cache lives under the
 hidden root, which no sandbox mounts, and an entry is checked before it is used: one that does not
 parse, names another key, or whose scores do not add up is recomputed.
 """
@@ -18,9 +19,11 @@ from typing import Any, Sequence
 
 from rlbench.config.core import to_dict
 from rlbench.data.splits import prepare_data
+from rlbench.envs import tool_args
+from rlbench.evaluation.engine import ScoringModel, resolve_score_engine
 from rlbench.evaluation.score import EVAL_VERSION, score_split
 from rlbench.io import atomic_write_json, read_json
-from rlbench.models.zoo import files_hash, load_model, prompt_base_dir, weights_hash
+from rlbench.models.zoo import files_hash, prompt_base_dir, resolve_model, weights_hash
 from rlbench.paths import scores_root
 from rlbench.progress import info
 from rlbench.tasks.registry import task_dir
@@ -29,11 +32,13 @@ from rlbench.tasks.spec import HIDDEN_SPLITS, TaskConfig
 BASELINE_SPLITS = ("dev", "test", "heldout")
 
 
-def eval_key(files: str, task: TaskConfig, fingerprints: dict[str, str], splits: Sequence[str]) -> str:
+def eval_key(files: str, task: TaskConfig, fingerprints: dict[str, str], splits: Sequence[str],
+             engine: str = "hf") -> str:
     """`files`: the scored folder's `files_hash` (a hub model: its id)."""
     blob = {
         "files": files,
         "eval_version": EVAL_VERSION,
+        "engine": engine,
         "task": task.name,
         "version": task.version,
         "protocol": to_dict(task.eval),
@@ -50,14 +55,17 @@ def evaluate_model(
     splits: Sequence[str] = BASELINE_SPLITS,
     device: str = "cpu",
     use_cache: bool = True,
+    engine: str = "auto",
 ) -> dict[str, Any]:
-    """Scores of `model_ref` on `splits` of `task`; cached under the hidden root."""
+    """Scores of `model_ref` on `splits` of `task`; cached under the hidden root. `engine`: the one
+    that samples (rlbench/evaluation/engine.py; auto: vLLM on CUDA where it serves, else HF)."""
     import torch
 
+    engine = resolve_score_engine(engine, device, has_tool=bool(tool_args(task)))
     data = prepare_data(task, task_dir(task.name), tokenizer_dir=prompt_base_dir(task))
-    model, tokenizer, resolved = load_model(model_ref, device=device)
+    resolved = resolve_model(model_ref)
     weights = weights_hash(Path(resolved.location))  # every kind resolves to a local folder (a hub id: its snapshot)
-    key = eval_key(files_hash(Path(resolved.location)), task, data.fingerprints, splits)
+    key = eval_key(files_hash(Path(resolved.location)), task, data.fingerprints, splits, engine)
     cache = scores_root() / task.name / f"{key}.json"
     sizes = {s: len(data.splits[s]) for s in splits}
     result = _cached(cache, key, sizes) if use_cache else None
@@ -67,15 +75,19 @@ def evaluate_model(
         return result
     started = time.monotonic()
     torch.set_num_threads(max(1, torch.get_num_threads()))
+    scorer = ScoringModel.open(resolved.location, engine, device=device)
     scores = {}
-    for split in splits:
-        s = score_split(model, tokenizer, data.splits[split], split, task)
-        scores[split] = {**s.summary(), "per_item": [round(v, 4) for v in s.per_item],
-                         "greedy_per_item": [round(v, 4) for v in s.greedy_per_item]}
-        if not s.ci_ok and split in HIDDEN_SPLITS:  # dev is feedback, sized for speed
-            info(f"[yellow]warning[/]: {split} 95% interval ±{s.halfwidth:.3f} is wider than "
-                 f"eval.max_ci_halfwidth={task.eval.max_ci_halfwidth}; raise data.sizes.{split} "
-                 "or eval.samples_per_prompt")
+    try:
+        for split in splits:
+            s = score_split(scorer, data.splits[split], split, task)
+            scores[split] = {**s.summary(), "per_item": [round(v, 4) for v in s.per_item],
+                             "greedy_per_item": [round(v, 4) for v in s.greedy_per_item]}
+            if not s.ci_ok and split in HIDDEN_SPLITS:  # dev is feedback, sized for speed
+                info(f"[yellow]warning[/]: {split} 95% interval ±{s.halfwidth:.3f} is wider than "
+                     f"eval.max_ci_halfwidth={task.eval.max_ci_halfwidth}; raise data.sizes.{split} "
+                     "or eval.samples_per_prompt")
+    finally:
+        scorer.close()
     result = {
         "task": task.name,
         "version": task.version,
@@ -89,6 +101,7 @@ def evaluate_model(
         "eval_seconds": round(time.monotonic() - started, 1),
         "key": key,
         "eval_version": EVAL_VERSION,
+        "engine": engine,
         "cached": False,
     }
     atomic_write_json(cache, {**result, "checksum": _checksum(key, scores)})
@@ -125,5 +138,5 @@ def _cached(path: Path, key: str, sizes: dict[str, int]) -> dict[str, Any] | Non
     return entry
 
 
-def baseline(task: TaskConfig, device: str = "cpu", use_cache: bool = True) -> dict[str, Any]:
-    return evaluate_model(task.model.base, task, BASELINE_SPLITS, device=device, use_cache=use_cache)
+def baseline(task: TaskConfig, device: str = "cpu", use_cache: bool = True, engine: str = "auto") -> dict[str, Any]:
+    return evaluate_model(task.model.base, task, BASELINE_SPLITS, device=device, use_cache=use_cache, engine=engine)

@@ -14,7 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rlbench.envs import tool_args
 from rlbench.evaluation.baseline import BASELINE_SPLITS, evaluate_model
+from rlbench.evaluation.engine import resolve_score_engine
 from rlbench.evaluation.score import EVAL_VERSION
 from rlbench.io import atomic_write_json, read_json
 from rlbench.models.zoo import files_hash, resolve_model
@@ -23,20 +25,21 @@ from rlbench.progress import info
 from rlbench.tasks.spec import TaskConfig
 
 
-def _key(task: TaskConfig, seed: int) -> str:
+def _key(task: TaskConfig, seed: int, engine: str) -> str:
     blob = {"files": files_hash(Path(resolve_model(task.model.base).location)), "eval_version": EVAL_VERSION,
-            "task": task.name, "version": task.version, "pipeline": task.baseline_config.pipeline,
+            "engine": engine, "task": task.name, "version": task.version, "pipeline": task.baseline_config.pipeline,
             "settings": dict(task.baseline_config.settings), "seed": seed}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def baseline_config_scores(task: TaskConfig, seed: int, device: str = "cpu") -> dict[str, Any]:
+def baseline_config_scores(task: TaskConfig, seed: int, device: str = "cpu", engine: str = "auto") -> dict[str, Any]:
     """The evaluation (as evaluate_model returns it) of the task's baseline configuration."""
     from reference_pipelines.registry import load_pipeline_config, run_pipeline
 
     if not task.baseline_config.pipeline:
         raise ValueError(f"task {task.name} has no baseline_config")
-    folder = scores_root() / task.name / "baseline-config" / _key(task, seed)
+    engine = resolve_score_engine(engine, device, has_tool=bool(tool_args(task)))
+    folder = scores_root() / task.name / "baseline-config" / _key(task, seed, engine)
     done = folder / "scores.json"
     try:
         cached = read_json(done)
@@ -49,7 +52,7 @@ def baseline_config_scores(task: TaskConfig, seed: int, device: str = "cpu") -> 
                                [f"task={task.name}", f"seed={seed}", f"out={folder / 'run'}", f"device={device}", *settings])
     info(f"{task.name}: training the baseline configuration ({task.baseline_config.pipeline}, seed {seed})")
     summary = run_pipeline(task.baseline_config.pipeline, cfg)
-    scores = evaluate_model(summary["checkpoint"], task, BASELINE_SPLITS, device=device)
+    scores = evaluate_model(summary["checkpoint"], task, BASELINE_SPLITS, device=device, engine=engine)
     scores["baseline_config"] = {"pipeline": task.baseline_config.pipeline, "settings": dict(task.baseline_config.settings),
                                  "seed": seed, "train_seconds": summary["seconds"]}
     atomic_write_json(done, scores)

@@ -93,9 +93,12 @@ def sampling_only_gain(gains: Mapping[str, Gain | Mapping[str, Any]], split: str
                                     "scaled final norm), not from RL"}
 
 
-def score_against_base(checkpoint: str, task: TaskConfig, device: str = "cpu", base_model: str | None = None) -> dict[str, Any]:
-    """`base_model`: another reference than the task's base (e.g. its `scale` model)."""
+def score_against_base(checkpoint: str, task: TaskConfig, device: str = "cpu", base_model: str | None = None,
+                       engine: str = "auto") -> dict[str, Any]:
+    """`base_model`: another reference than the task's base (e.g. its `scale` model). Both are
+    scored by one engine: a gain pairs draws of the same sampler."""
     ref = base_model or task.model.base
-    base = evaluate_model(ref, task, BASELINE_SPLITS, device=device)
-    new = evaluate_model(checkpoint, task, BASELINE_SPLITS, device=device)
-    return {"task": task.name, "checkpoint": checkpoint, "base_model": ref, "splits": paired_gains(base, new)}
+    base = evaluate_model(ref, task, BASELINE_SPLITS, device=device, engine=engine)
+    new = evaluate_model(checkpoint, task, BASELINE_SPLITS, device=device, engine=engine)
+    return {"task": task.name, "checkpoint": checkpoint, "base_model": ref, "engine": new["engine"],
+            "splits": paired_gains(base, new)}

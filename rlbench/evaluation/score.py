@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from rlbench.engines.hf_generate import generate
 from rlbench.engines.sampling import SamplingParams
 from rlbench.envs import tool_args
+from rlbench.evaluation.engine import ScoringModel
 from rlbench.evaluation.stats import mean_ci, wilson_ci
 from rlbench.progress import track
 from rlbench.rewards import score_many
@@ -21,7 +21,8 @@ from rlbench.tasks.spec import HIDDEN_SPLITS, EvalProtocol, TaskConfig
 # The harness's evaluation semantics: part of every score cache key. Bump it whenever a change can
 # move a score. 2: generation settings come from the protocol alone (a checkpoint's
 # generation_config.json is ignored), greedy per item on the hidden splits. 3: sampling seeded per
-# item (rlbench/engines/hf_generate.py), not per batch.
+# item (rlbench/engines/hf_generate.py), not per batch. The scoring engine (hf or vllm,
+# rlbench/evaluation/engine.py) is a key of its own beside it: a vLLM score is another number.
 EVAL_VERSION = 3
 
 
@@ -53,8 +54,7 @@ class SplitScore:
 
 
 def score_split(
-    model: Any,
-    tokenizer: Any,
+    scorer: ScoringModel,
     items: Sequence[dict[str, Any]],
     split: str,
     task: TaskConfig,
@@ -62,7 +62,8 @@ def score_split(
 ) -> SplitScore:
     """pass@1 = mean over prompts of (correct samples / k) at the protocol's temperature, and
     greedy accuracy as a second figure; both with 95% intervals over prompts. Greedy is computed
-    when the protocol asks for it and always on the hidden splits."""
+    when the protocol asks for it and always on the hidden splits. `scorer` says which engine
+    samples (rlbench/evaluation/engine.py)."""
     proto = protocol or task.eval
     params = dict(task.reward.params)
     prompts = [it["prompt"] for it in items]
@@ -72,7 +73,7 @@ def score_split(
     with track(f"eval {split} sampled", n_batches) as bar:
         sampling = SamplingParams(n=proto.samples_per_prompt, temperature=proto.temperature, top_p=proto.top_p,
                                   max_new_tokens=proto.max_new_tokens, seed=proto.seed, **tool)
-        sampled = generate(model, tokenizer, prompts, sampling, batch_size=batch, on_batch=lambda _n: bar.advance())
+        sampled = scorer.generate(prompts, sampling, batch, on_batch=lambda n: bar.advance(-(-n // batch)))
     flat = score_many(task.reward.name, params, [c.text for comps in sampled for c in comps],
                       [it["answer"] for comps, it in zip(sampled, items) for _ in comps])
     per_item, at = [], 0
@@ -83,7 +84,7 @@ def score_split(
     score = SplitScore(split, len(items), proto.samples_per_prompt, mean, lo, hi, per_item=per_item)
     if proto.greedy or split in HIDDEN_SPLITS:
         argmax = SamplingParams(greedy=True, max_new_tokens=proto.max_new_tokens, **tool)
-        greedy = generate(model, tokenizer, prompts, argmax, batch_size=proto.batch_size)
+        greedy = scorer.generate(prompts, argmax, proto.batch_size)
         score.greedy_per_item = score_many(task.reward.name, params, [c[0].text for c in greedy],
                                            [it["answer"] for it in items])
         score.greedy, score.greedy_ci_low, score.greedy_ci_high = wilson_ci(sum(score.greedy_per_item), len(items))

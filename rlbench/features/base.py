@@ -39,6 +39,7 @@ class JudgeContext:
     workspace: Path
     chosen: dict[str, Any] | None  # the graded submission (its harness-owned copy at `checkpoint`), if any
     gains: dict[str, Any] = field(default_factory=dict)  # split -> rlbench.results.Gain of the chosen one
+    engine: str = "auto"  # the scoring engine (rlbench/evaluation/engine.py): a judge's scores pair with the cell's
     splits: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # the task's data, hidden splits too
 
 

@@ -36,8 +36,8 @@ class BaselineConfiguration(TaskFeature):
         from rlbench.evaluation.baseline_config import baseline_config_scores
         from rlbench.evaluation.gain import GAIN_SPLITS, paired_gains, result_gain
 
-        ref = baseline_config_scores(ctx.task, ctx.seed, device=ctx.device)
-        new = evaluate_model(ctx.chosen["checkpoint"], ctx.task, BASELINE_SPLITS, device=ctx.device)
+        ref = baseline_config_scores(ctx.task, ctx.seed, device=ctx.device, engine=ctx.engine)
+        new = evaluate_model(ctx.chosen["checkpoint"], ctx.task, BASELINE_SPLITS, device=ctx.device, engine=ctx.engine)
         gains = paired_gains(ref, new, GAIN_SPLITS)
         return {"settings": ref["baseline_config"], "scores": {s: ref["scores"][s]["pass_at_1"] for s in GAIN_SPLITS},
                 "gains": {s: result_gain(v) for s, v in gains.items()}}

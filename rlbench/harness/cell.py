@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from rlbench import safefs
 from rlbench.config.core import ConfigError, check, to_dict
+from rlbench.evaluation.engine import SCORE_ENGINES
 from rlbench.features import JudgeContext
 from rlbench.harness.environment import (CellEnvironment, cell_budget, checkpoint_mb, prepare_environment,
                                          sandbox_limits, start_grader)
@@ -69,6 +70,7 @@ class CellConfig:
     max_checkpoint_mb: int = 2048
     heartbeat_s: float = 30.0  # how often the driver prints the agent's progress
     device: str = "cpu"  # cpu | cuda: where the harness scores (a cuda cell needs a GPU where it runs)
+    score_engine: str = "auto"  # auto | hf | vllm: what samples when the harness scores (rlbench/evaluation/engine.py)
     wandb: bool = False  # log the cell and its sweep trials to W&B (WANDB_MODE defaults to offline)
     wandb_project: str = "rlbench"
     wandb_group: str = ""  # set by a suite: its name
@@ -84,12 +86,21 @@ class CellConfig:
         check(self.budget_gpu_s >= 0, "budget_gpu_s", self.budget_gpu_s, ">= 0 (0: the task's budget.gpu_seconds)")
         check(self.grace_s >= 0, "grace_s", self.grace_s, ">= 0")
         check(self.device in ("cpu", "cuda"), "device", self.device, "cpu, cuda")
+        check(self.score_engine in SCORE_ENGINES, "score_engine", self.score_engine, ", ".join(SCORE_ENGINES))
 
     def check_task_device(self, task: Any) -> None:
-        """A GPU task (budget.device cuda, the real tier) is scored on its GPU: refused on cpu."""
+        """A GPU task (budget.device cuda, the real tier) is scored on its GPU: refused on cpu. The
+        scoring engine must be able to score the task (vLLM installed, no tool-call loop)."""
+        from rlbench.envs import tool_args
+        from rlbench.evaluation.engine import resolve_score_engine
+
         if task.budget.device.value == "cuda" and self.device != "cuda":
             raise ConfigError(f"task {task.name} runs on a GPU (its budget.device is cuda): run it with device=cuda "
                               f"(a suite: cell_gpus=1), or its CPU stand-in where it has one ({task.name}@standin)")
+        try:
+            resolve_score_engine(self.score_engine, self.device, has_tool=bool(tool_args(task)))
+        except ConfigError as exc:
+            raise ConfigError(f"task {task.name}: {exc}") from exc
 
     def check_device(self) -> None:
         """Refuse a cuda cell where there is no GPU before any work (not a crash midway)."""
@@ -295,7 +306,8 @@ def _record_environment(result: CellResult, env: CellEnvironment, cfg: CellConfi
     from rlbench.evaluation.baseline import baseline
     from rlbench.tasks.registry import task_dir
 
-    base = baseline(env.task, device=cfg.device)
+    base = baseline(env.task, device=cfg.device, engine=cfg.score_engine)
+    result.score_engine = base["engine"]  # every score of the cell comes from this engine (the same key resolves it)
     result.baseline = {s: _split(base["scores"][s]) for s in ("dev", "test", "heldout")}
     # the base by its weights hash: a zoo name is the pinned canonical artifact on every machine, and a
     # suite refuses a cell whose base differs from its others (rlbench/orchestration/suite.py)
@@ -333,7 +345,7 @@ class AgentRun:
         run.decoys = plant_decoys(env.workspace, cell_dir, env.task, env.data.splits) if cfg.decoys else []
 
         def dev_score(path: str) -> dict[str, Any]:
-            return evaluate_model(path, env.task, ("dev",), device=cfg.device)["scores"]["dev"]
+            return evaluate_model(path, env.task, ("dev",), device=cfg.device, engine=cfg.score_engine)["scores"]["dev"]
 
         def sweep(design_path: Path, index: int) -> dict[str, Any]:
             folder = cell_dir / "sweeps" / f"{index:03d}"
@@ -417,7 +429,7 @@ def judge(cfg: CellConfig, env: CellEnvironment, run: AgentRun, result: CellResu
     chosen = grader.choose(cfg.select)
     if chosen:
         info(f"cell {cell_dir.name}: scoring submission {chosen['index']} on test and heldout")
-        scored = score_against_base(chosen["checkpoint"], env.task, device=cfg.device)
+        scored = score_against_base(chosen["checkpoint"], env.task, device=cfg.device, engine=cfg.score_engine)
         result.scores = {s: {"pass_at_1": v["score"], "greedy": v["greedy"]} for s, v in scored["splits"].items()}
         result.gains = {s: split_gain(v) for s, v in scored["splits"].items()}
         result.sampling_only_gain = sampling_only_gain(result.gains)  # sampled gain, no greedy gain
@@ -434,7 +446,7 @@ def judge(cfg: CellConfig, env: CellEnvironment, run: AgentRun, result: CellResu
     for feature in env.features:  # each task feature's own section (rlbench/features/)
         if not feature.result_key or (feature.needs_submission and not chosen):
             continue
-        ctx = JudgeContext(task=env.task, seed=cfg.seed, device=cfg.device, state=env.state(feature),
+        ctx = JudgeContext(task=env.task, seed=cfg.seed, device=cfg.device, engine=cfg.score_engine, state=env.state(feature),
                            workspace=env.workspace, chosen=chosen, gains=result.gains or {}, splits=env.data.splits)
         section = (after_agent_stage(result, feature.name, lambda f=feature, c=ctx: f.judge(c)) if feature.reads_workspace
                    else feature.judge(ctx))
@@ -512,7 +524,8 @@ def _anytime(task: Any, cfg: CellConfig, grader: Any, chosen: dict[str, Any], ch
         if not s.get("ok"):
             continue
         test = chosen_test if s["index"] == chosen["index"] else \
-            evaluate_model(s["checkpoint"], task, ("test",), device=cfg.device)["scores"]["test"]["pass_at_1"]
+            evaluate_model(s["checkpoint"], task, ("test",), device=cfg.device,
+                           engine=cfg.score_engine)["scores"]["test"]["pass_at_1"]
         points.append({"index": s["index"], "t": s["t"], "cpu_s": (s.get("compute") or {}).get("cpu_s"),
                        "dev": s["dev"], "test": test})
     return anytime_curve(points, base_test, budget_s, cpu_s, cfg.select)

@@ -133,7 +133,8 @@ def rerun_one(cell_dir: Path, result: CellResult, chosen: dict[str, Any], model:
         if not verdict.ok:
             record.update(status="invalid", reason=verdict.reason.replace(str(workspace), "/workspace"))
             return record
-        scored = score_against_base(verdict.path, task, device=cfg.device, base_model=model)
+        scored = score_against_base(verdict.path, task, device=cfg.device, base_model=model,
+                                    engine=cell_cfg.score_engine)
         record.update(status="ok", checkpoint_hash=verdict.checkpoint_hash,
                       scores={s: {"base": v["base"], "pass_at_1": v["score"], "greedy": v["greedy"]}
                               for s, v in scored["splits"].items()},
