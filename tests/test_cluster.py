@@ -64,10 +64,14 @@ class Cluster:
         self.env, self.address, self.gcs, self.temp, self.start = env, address, gcs, temp, start
 
     def add_worker(self, cpus: int = 2) -> list[int]:
-        """Start a worker node; the ids of the processes it added (its raylet among them)."""
+        """Start a worker node; the ids of the processes it added (its raylet among them). Its own
+        temp folder (inside the test's), as a node of a real cluster has its own disk: a worker that
+        shared the head's session folder unpacked the job's working directory into the very folder
+        the job's driver was running from (a driver once failed to import a module there)."""
         before = set(_ray_pids(self.temp))
-        subprocess.run(self.start + [f"--address={self.gcs}", f"--num-cpus={cpus}", *_agent_ports()], env=self.env,
-                       check=True, capture_output=True, timeout=180)
+        self.workers = getattr(self, "workers", 0) + 1
+        subprocess.run(self.start + [f"--address={self.gcs}", f"--num-cpus={cpus}", f"--temp-dir={self.temp}/w{self.workers}",
+                                     *_agent_ports()], env=self.env, check=True, capture_output=True, timeout=180)
         return sorted(set(_ray_pids(self.temp)) - before)
 
     def submit(self, runtime_env: dict, *args: str) -> subprocess.Popen:
