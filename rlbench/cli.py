@@ -25,6 +25,9 @@ app.add_typer(models_app, name="models")
 pipeline_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                            help="Reference RL pipelines (grpo, ppo, dpo, sft).")
 app.add_typer(pipeline_app, name="pipeline")
+agents_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                         help="Coding-agent CLIs run as agents (agent=claude-code, codex, ...).")
+app.add_typer(agents_app, name="agents")
 
 out = Console()
 if not out.is_terminal:  # logs and pipes: do not wrap tables at 80 columns
@@ -222,6 +225,43 @@ def tasks_show(name: str, overrides: Optional[List[str]] = OverridesArg) -> None
     out.print(yaml.safe_dump(to_dict(task), sort_keys=False), highlight=False, markup=False)
     out.rule("description.md")
     out.print((task_dir(name) / "description.md").read_text(), highlight=False, markup=False)
+
+
+@agents_app.command("list")
+def agents_list() -> None:
+    """Each coding-agent CLI: its package, whether it is installed, the API hosts it may reach and
+    whether its key is set in this environment."""
+    import os
+
+    from rlbench.agents.cli_install import listing
+
+    table = Table(title="coding-agent CLIs (agent=NAME)")
+    for col in ("name", "package", "installed", "API hosts", "key"):
+        table.add_column(col)
+    for spec, inst in listing():
+        keys = [k for k in spec.keys if os.environ.get(k)]
+        have = bool(keys) if spec.any_key else len(keys) == len(spec.keys)
+        table.add_row(spec.name, f"{spec.package}@{spec.version}", f"yes ({inst.source})" if inst else "no",
+                      ", ".join(spec.hosts), ("set: " if have else "missing: ") + (" or " if spec.any_key else ", ").join(
+                          keys if have else spec.keys))
+    out.print(table)
+
+
+@agents_app.command("install")
+def agents_install(
+    name: str = typer.Argument(..., help="a CLI of `rlbench agents list`"),
+    source: str = typer.Option("", "--from", help="install this instead of the pinned version: another version "
+                               "spec, or a local package folder or archive (no registry needed)"),
+) -> None:
+    """Install a coding-agent CLI under RLBENCH_HOME/agents/NAME (npm or a virtualenv), where cells
+    mount it read-only."""
+    from rlbench.agents.cli_install import install
+
+    try:
+        done = install(name, source, log=lambda m: err.print(m, highlight=False))
+    except ConfigError as exc:
+        _fail(exc)
+    out.print(f"installed {name}: {done.executable} ({done.source})", highlight=False)
 
 
 @models_app.command("list")

@@ -209,6 +209,16 @@ class Budget(_BudgetRequired, total=False):
     gpu_seconds: float
 
 
+class ModelUse(TypedDict):
+    """One driver model's use by an LLM agent (react, or a coding-agent CLI's own event stream)."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int  # of the input, read from the provider's prompt cache
+    requests: int
+    cost_usd: float | None  # as the CLI reported it, or from agent_options prices; None: unknown
+
+
 class Compute(TypedDict, total=False):
     """What the agent used (rlbench/sandbox/compute.py ComputeMeter.sample(), plus the wall clock
     and the sweeps' time)."""
@@ -303,6 +313,7 @@ class CellResult:
     integrity: Integrity | None = None
     stage_failures: list[StageFailure] | None = None
     agent_run: dict[str, Any] | None = None  # harness/cell.py AgentHost.run: tool calls, budget hit, snapshots
+    llm_usage: dict[str, ModelUse] | None = None  # per driver model (harness/tools.py ToolBox.record_usage): LLM agents
     grader: dict[str, Any] | None = None  # grading/server.py GradingServer.connections(): the agent's connections
     sampling_only_gain: dict[str, Any] | None = None  # evaluation/gain.py sampling_only_gain: {flag, reason}
     dev_test_gap: dict[str, Any] | None = None  # harness/cell.py: dev at submission against test, and the base's gap

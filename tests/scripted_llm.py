@@ -1,10 +1,12 @@
-"""A real local HTTP server speaking OpenAI chat completions (POST .../chat/completions) and
-Anthropic messages (POST .../v1/messages), replaying a scripted conversation.
+"""A real local HTTP server speaking OpenAI chat completions (POST .../chat/completions), OpenAI
+responses (POST .../responses), Anthropic messages (POST .../v1/messages) and Gemini
+(POST .../models/MODEL:generateContent), replaying a scripted conversation.
 
 Each POST /v1/chat/completions takes the next script entry: {"status": 500} answers an error,
 {"tool": (name, arguments_json)} answers a tool call, {"content": str, "finish_reason": ...}
 answers text; an entry's "headers" go with its response ({"status": 429, "headers": {"retry-after":
-"1"}}). Requests are kept, so tests can check what the agent sent back."""
+"1"}}). Requests are kept (and their headers, in `headers`), so tests can check what the agent sent back
+and which key reached the server. Every reply counts 100 input and 20 output tokens."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ class ScriptedLLM:
     def __init__(self, script: list[dict[str, Any]]):
         self.script = list(script)
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -27,11 +30,16 @@ class ScriptedLLM:
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.requests.append(body)
+                owner.headers.append({k.lower(): v for k, v in self.headers.items()})
                 entry = owner.script.pop(0) if owner.script else {"tool": ("finish", "{}")}
                 if "status" in entry:
                     payload, code = {"error": {"message": "scripted failure", "type": "server_error"}}, entry["status"]
                 elif self.path.endswith("/messages"):
                     payload, code = owner._message(entry, len(owner.requests)), 200
+                elif self.path.endswith("/responses"):
+                    payload, code = owner._response(entry, len(owner.requests)), 200
+                elif ":generateContent" in self.path:
+                    payload, code = owner._gemini(entry), 200
                 else:
                     payload, code = owner._completion(entry, len(owner.requests)), 200
                 data = json.dumps(payload).encode()
@@ -70,6 +78,28 @@ class ScriptedLLM:
             stop = "tool_use"
         return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": "scripted", "content": content,
                 "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 20}}
+
+    def _response(self, entry: dict[str, Any], n: int) -> dict[str, Any]:
+        output: list[dict[str, Any]] = []
+        if entry.get("content"):
+            output.append({"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+                           "content": [{"type": "output_text", "text": entry["content"], "annotations": []}]})
+        if "tool" in entry:
+            name, args = entry["tool"]
+            output.append({"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": name,
+                           "arguments": args, "status": "completed"})
+        return {"id": f"resp_{n}", "object": "response", "created_at": 0, "model": "scripted", "status": "completed",
+                "output": output, "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+                                            "output_tokens": 20, "total_tokens": 120}}
+
+    def _gemini(self, entry: dict[str, Any]) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = [{"text": entry["content"]}] if entry.get("content") else []
+        if "tool" in entry:
+            name, args = entry["tool"]
+            parts.append({"functionCall": {"name": name, "args": json.loads(args)}})
+        return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120},
+                "modelVersion": "scripted"}
 
     def __enter__(self) -> "ScriptedLLM":
         self.thread.start()

@@ -18,7 +18,7 @@ from rlbench.harness.tools import TOOL_SPECS
 RECORD_KEYS = {"step", "tool", "args", "result", "seconds", "cpu_s", "snapshot", "ok", "time"}
 CLAIM_ARGS = {"index": 2, "test_gain": 0.1, "ci": [0.07, 0.13]}
 # ToolBox methods an agent's Python code may call that are not tools for its model
-HARNESS_METHODS = {"log_event", "open_egress", "remaining", "relative"}
+HARNESS_METHODS = {"log_event", "open_egress", "remaining", "relative", "record_usage", "run_program"}
 
 
 class Recorder:

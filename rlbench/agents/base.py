@@ -34,10 +34,17 @@ class Agent(abc.ABC):
 
 
 def resolve_agent(spec: str, options: dict[str, Any] | None = None) -> Agent:
-    """`null`, `reference`, or `package.module:Class`."""
+    """A built-in name, a coding-agent CLI of rlbench/agents/clis.yaml, or `package.module:Class`."""
+    from rlbench.agents.cli_registry import registry
+
+    if spec in registry():
+        from rlbench.agents.cli_agent import CliAgent
+
+        return CliAgent(spec, **(options or {}))
     target = BUILTIN.get(spec, spec)
     if ":" not in target:
-        raise ConfigError(f"unknown agent '{spec}'; built in: {', '.join(BUILTIN)}; or give module:Class")
+        raise ConfigError(f"unknown agent '{spec}'; built in: {', '.join(BUILTIN)}; coding-agent CLIs: "
+                          f"{', '.join(registry())}; or give module:Class")
     module, _, cls = target.partition(":")
     try:
         agent_cls = getattr(importlib.import_module(module), cls)
@@ -46,3 +53,33 @@ def resolve_agent(spec: str, options: dict[str, Any] | None = None) -> Agent:
     if not (isinstance(agent_cls, type) and issubclass(agent_cls, Agent)):
         raise ConfigError(f"agent '{spec}' is not a subclass of rlbench.agents.Agent")
     return agent_cls(**(options or {}))
+
+
+def check_agent(spec: str, options: dict[str, Any] | None = None) -> None:
+    """Refuse an agent before a cell starts: it resolves, and a coding-agent CLI is installed, has
+    its keys in the environment and valid options."""
+    from rlbench.agents.cli_registry import registry
+
+    if spec in registry():
+        from rlbench.agents.cli_agent import preflight
+
+        preflight(spec, dict(options or {}))
+    else:
+        resolve_agent(spec)
+
+
+def agent_keys(spec: str, options: dict[str, Any] | None = None) -> dict[str, str]:
+    """The API keys an LLM agent reads, from this (the cell driver's) environment: handed to the
+    agent's process through its Ray runtime_env, so a key set where the harness starts reaches an
+    agent on any node, and never goes into a config, a result or a workspace."""
+    import os
+
+    from rlbench.agents.cli_registry import registry
+
+    if spec in registry():
+        names = registry()[spec].keys
+    elif spec == "react":
+        names = [str((options or {}).get("api_key_env") or "OPENAI_API_KEY")]
+    else:
+        return {}
+    return {n: os.environ[n] for n in names if os.environ.get(n)}

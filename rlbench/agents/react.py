@@ -218,6 +218,12 @@ class ReactAgent(Agent):
                 return
             used["prompt"] += reply.prompt_tokens
             used["completion"] += reply.completion_tokens
+            priced = cfg.usd_per_1m_input or cfg.usd_per_1m_output
+            tools.record_usage({cfg.model: {
+                "input_tokens": used["prompt"], "output_tokens": used["completion"], "cached_tokens": 0,
+                "requests": turn, "cost_usd": round((used["prompt"] * cfg.usd_per_1m_input
+                                                     + used["completion"] * cfg.usd_per_1m_output) / 1e6, 6)
+                if priced else None}})
             tool_calls = reply.tool_calls
             assistant: dict[str, Any] = {"role": "assistant", "content": reply.text}
             if tool_calls:

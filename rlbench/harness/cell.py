@@ -151,6 +151,19 @@ class AgentHost:
         return os.getpid()
 
 
+def _llm_usage(cell_dir: Path) -> dict[str, Any] | None:
+    """What the agent's driver recorded of its LLM use (ToolBox.record_usage: the agent's own
+    process, trusted like harness code; nothing the sandbox can write), None when it used none."""
+    from rlbench.io import read_json
+
+    path = Path(cell_dir) / "llm_usage.json"
+    try:
+        usage = read_json(path) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return usage if isinstance(usage, dict) and usage else None
+
+
 def _node_id() -> str:
     """The Ray node this cell's driver runs on ('' outside Ray)."""
     try:
@@ -233,6 +246,7 @@ def _plain_file(root: Path, rel: str) -> bool:
 def run_cell(cfg: CellConfig) -> CellResult:
     """Run one cell and return its result (also written to CELL_DIR/result.json), in three stages:
     the environment (rlbench/harness/environment.py), the agent's run in it, and the judge."""
+    from rlbench.agents.base import check_agent
     from rlbench.tasks.registry import load_task
 
     cfg.validate()
@@ -241,6 +255,7 @@ def run_cell(cfg: CellConfig) -> CellResult:
         require_bwrap()  # refuse before anything exists, never run open
     task = load_task(cfg.task, [f"data.wave={cfg.wave}"] if cfg.wave else [])
     cfg.check_task_device(task)
+    check_agent(cfg.agent, cfg.agent_options)
     budget = cell_budget(task, cfg.budget_s, cfg.budget_cpu_s, cfg.budget_gpu_s)
     # the sandbox the cell runs, as its result records it: showing empty what the features hide
     cfg = replace(cfg, limits=sandbox_limits(task, cfg.limits, cfg.sandbox),
@@ -384,6 +399,7 @@ class AgentRun:
             result.crash_by = "agent"
         self.watched = self.watch.stop()
         result.agent_run = agent_info
+        result.llm_usage = _llm_usage(cell_dir)
         grader.save_state()
         result.grader = grader.connections()  # what the agent's connections cost it (a flood shows here)
         result.budget = {"wall_seconds": env.budget.wall_seconds, "used_seconds": round(grader.used_s(), 1),
@@ -550,11 +566,15 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
     from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    from rlbench.agents.base import agent_keys
+
     ensure_ray(min_cpus=int(cfg.agent_cpus) + 1)
     node = ray.get_runtime_context().get_node_id()  # the grading socket is local to this node
     ref = None
     host_cls = ray.remote(num_cpus=cfg.agent_cpus, max_restarts=0)(AgentHost)
-    host = host_cls.options(name=f"agent-{cell_dir.name}", scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+    keys = agent_keys(cfg.agent, cfg.agent_options)
+    host = host_cls.options(name=f"agent-{cell_dir.name}", scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                            **({"runtime_env": {"env_vars": keys}} if keys else {})
                             ).remote(str(cell_dir), str(workspace), str(grader.socket_path), to_dict(cfg.limits),
                                      budget_s, cpus, assigned_gpus())
     try:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from rlbench import safefs
 from rlbench.grading.client import request
 from rlbench.harness.tool_registry import ToolSpec, names, specs_of, tool
-from rlbench.io import utc_now
+from rlbench.io import atomic_write_json, utc_now
 from rlbench.record import Snapshots, Trajectory, running
 from rlbench.sandbox.compute import publish_sandbox_cpu, stop_reason
 from rlbench.sandbox.ownership import sandbox_owner
@@ -65,6 +65,8 @@ class ToolBox:
         self._egress: Any = None
         self._egress_env: dict[str, str] = {}
         self._egress_prefix = ""
+        self._program_stop: Callable[[], str] | None = None
+        self.usage: dict[str, dict[str, Any]] = {}  # the agent's LLM use per model (record_usage)
 
     def log_event(self, record: dict[str, Any]) -> None:
         """An agent's own record (LLM messages, API failures) beside the trajectory:
@@ -75,7 +77,7 @@ class ToolBox:
         """Let later commands reach exactly the `host:port` endpoints in `allow`, through the
         harness's proxy (rlbench/sandbox/egress.py); nothing else gets out. Only with bubblewrap:
         without a sandbox the network is open anyway, and the result says so."""
-        from rlbench.sandbox.egress import BRIDGE_PORT, INSIDE_EGRESS, EgressProxy
+        from rlbench.sandbox.egress import BRIDGE_PORT, INSIDE_EGRESS, EgressProxy, bridge_prefix
 
         if not self.sandbox.sandboxed:
             return {"ok": False, "error": "sandbox=none: commands already reach the network; no proxy in between"}
@@ -87,8 +89,7 @@ class ToolBox:
             url = f"http://127.0.0.1:{BRIDGE_PORT}"
             self._egress_env = {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
                                 "NO_PROXY": "", "no_proxy": ""}
-            self._egress_prefix = (f"(python -m rlbench.sandbox.egress {BRIDGE_PORT} {INSIDE_EGRESS} >/dev/null 2>&1 &) ; "
-                                   "sleep 0.5 ; ")
+            self._egress_prefix = bridge_prefix()
         return {"ok": True, "allowed": sorted(self._egress.allow), "proxy": self._egress_env["HTTP_PROXY"]}
 
     # budget -----------------------------------------------------------------------------------
@@ -97,8 +98,41 @@ class ToolBox:
         publish_sandbox_cpu(self.cell_dir, total_s, self.sandbox.cpu_meter)
 
     def _stop_requested(self) -> str:
-        """Why the driver stopped the agent (a CPU or GPU limit passed), or ''."""
-        return stop_reason(self.cell_dir)
+        """Why the driver stopped the agent (a CPU or GPU limit passed), or the running program's own
+        limit (a CLI agent's token or dollar budget), or ''."""
+        return stop_reason(self.cell_dir) or (self._program_stop() if self._program_stop is not None else "")
+
+    def record_usage(self, usage: dict[str, dict[str, Any]]) -> None:
+        """The agent's LLM tokens and cost per model so far, kept in the cell folder (outside the
+        workspace) at each update, so a cell whose agent is killed still reports them."""
+        self.usage = {str(k)[:200]: dict(v) for k, v in list(usage.items())[:50]}
+        atomic_write_json(self.cell_dir / "llm_usage.json", self.usage)
+
+    def run_program(self, command: str, env: dict[str, str], stream_to: Path, memory_gb: float | None = None,
+                    stop_check: Callable[[], str] | None = None, redact: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Run an agent program (a coding-agent CLI) in the sandbox for the rest of the budget, as
+        the `exec` tool does and recorded like it, with `env` handed to the process only (API keys:
+        never in the command line, the trajectory or any file), its whole stdout in `stream_to`
+        (a harness file), and `stop_check` polled while it runs. Every string of `redact` is
+        replaced in what is recorded (a key the program printed)."""
+        left = self.remaining()
+        if left <= 0:
+            return self._record("exec", {"command": command}, self._spent().result, time.monotonic(), _children_cpu(),
+                                False)
+        t0, cpu0 = time.monotonic(), _children_cpu()
+        self._program_stop = stop_check
+        try:
+            with running(self.cell_dir, "exec", command):
+                r = self.sandbox.run(self._egress_prefix + command, timeout=left, env={**self._egress_env, **env},
+                                     stdout_path=stream_to, memory_gb=memory_gb)
+        finally:
+            self._program_stop = None
+        if r.killed in ("timeout", "budget"):
+            self.budget_hit = True
+        result = {"ok": r.ok, "returncode": r.returncode, "stdout": _redact(r.stdout, redact),
+                  "stderr": _redact(r.stderr, redact), "seconds": round(r.seconds, 2), "cpu_s": round(r.cpu_s, 2),
+                  "killed": r.killed, "truncated": r.truncated}
+        return self._record("exec", {"command": command}, result, t0, cpu0, True, cpu_s=r.cpu_s)
 
     def remaining(self) -> float:
         st = request(self.grader, {"op": "status"}, timeout=30)
@@ -272,6 +306,13 @@ class ToolBox:
 # the one list of agent tools: everything that names tools (react, replay, the workspace text) reads it
 TOOL_SPECS: tuple[ToolSpec, ...] = specs_of(ToolBox)
 TOOLS = names(TOOL_SPECS)  # their names, in the order the ToolBox defines them
+
+
+def _redact(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
 
 
 def _children_max_rss_mb() -> float:

@@ -19,6 +19,7 @@ the same table as one that ran through.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import time
@@ -253,15 +254,15 @@ def preflight(spec: RunSpec) -> tuple[list[CellConfig], dict[str, str]]:
     loads (with the cell's wave) and runs on the suite's device, each agent resolves, bubblewrap is
     there if a cell wants it, and each base model is its canonical artifact. The cells and the
     bases' hashes."""
-    from rlbench.agents.base import resolve_agent
+    from rlbench.agents.base import check_agent
     from rlbench.sandbox.runner import require_bwrap
     from rlbench.tasks.registry import load_task
 
     cells = expand(spec)
     for task, wave in sorted({(c.task, c.wave) for c in cells}):
         spec.check_task_device(load_task(task, [f"data.wave={wave}"] if wave else []))
-    for agent in sorted({c.agent for c in cells}):
-        resolve_agent(agent)
+    for agent, options in sorted({(c.agent, json.dumps(c.agent_options, sort_keys=True, default=str)) for c in cells}):
+        check_agent(agent, json.loads(options))
     if any(c.sandbox == "bwrap" for c in cells):
         require_bwrap()
     return cells, suite_bases(cells)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import socket
 import socketserver
 import sys
@@ -28,6 +29,14 @@ INSIDE_EGRESS = "/run/rlbench/egress.sock"
 MAX_TUNNELS = 64  # connections through the proxy at once (an LLM client keeps a few open)
 HEAD_TIMEOUT_S = 10.0
 BRIDGE_PORT = 18080
+BRIDGE_READY = "/tmp/.rlbench-egress-ready"  # in the sandbox's private /tmp: made anew by each command
+
+
+def bridge_prefix() -> str:
+    """The shell prefix that starts the bridge in the background, with the harness's own Python (a
+    command's PATH may lead to another), and waits (up to 20 s) until it listens."""
+    return (f"({shlex.quote(sys.executable)} -m rlbench.sandbox.egress {BRIDGE_PORT} {INSIDE_EGRESS} {BRIDGE_READY} >/dev/null 2>&1 &) ; "
+            f"for _i in $(seq 200); do [ -e {BRIDGE_READY} ] && break; sleep 0.1; done ; ")
 
 
 def _pipe(a: socket.socket, b: socket.socket) -> None:
@@ -117,12 +126,16 @@ class EgressProxy:
             _pipe(client, upstream)
 
 
-def bridge(port: int, unix_path: str) -> None:
-    """Inside the sandbox: 127.0.0.1:port -> the egress proxy's unix socket, one pipe per connection."""
+def bridge(port: int, unix_path: str, ready: str = "") -> None:
+    """Inside the sandbox: 127.0.0.1:port -> the egress proxy's unix socket, one pipe per connection.
+    `ready`: a file made once it listens, which the command waits for (its first request would
+    otherwise race the bridge's start: refused on a busy machine)."""
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", port))
     server.listen(64)
+    if ready:
+        Path(ready).touch()
     while True:
         conn, _ = server.accept()
 
@@ -137,5 +150,5 @@ def bridge(port: int, unix_path: str) -> None:
         threading.Thread(target=serve, daemon=True).start()
 
 
-if __name__ == "__main__":  # python -m rlbench.sandbox.egress PORT UNIX_SOCKET
-    bridge(int(sys.argv[1]), sys.argv[2])
+if __name__ == "__main__":  # python -m rlbench.sandbox.egress PORT UNIX_SOCKET [READY_FILE]
+    bridge(int(sys.argv[1]), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "")

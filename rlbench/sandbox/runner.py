@@ -124,6 +124,20 @@ def _keep(data: bytes, limit: int) -> tuple[str, bool]:
             + data[-half:].decode("utf-8", "replace")), True
 
 
+def _keep_file(f: IO[bytes], limit: int) -> tuple[str, bool]:
+    """`_keep` of a file's bytes, reading only its head and tail: a command may print gigabytes."""
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    f.seek(0)
+    if size <= limit:
+        return _keep(f.read(), limit)
+    half = limit // 2
+    head = f.read(half)
+    f.seek(size - half)
+    return (head.decode("utf-8", "replace") + f"\n[... {size - 2 * half} bytes cut ...]\n"
+            + f.read(half).decode("utf-8", "replace")), True
+
+
 def dir_size(path: Path) -> int:
     total = 0
     stack = [str(path)]
@@ -205,6 +219,7 @@ class Sandbox:
         visible = visible_gpus if visible_gpus is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
         self.gpus: list[Gpu] = cell_gpus(visible) if cfg.mode == "bwrap" else []
         self.binds: list[tuple[str, str]] = []  # (host path, path inside): e.g. the egress proxy's socket
+        self.ro_binds: list[tuple[str, str]] = []  # read-only: e.g. an installed coding-agent CLI
         try:
             self.cpu_meter = meter_method(cfg.cpu_meter)  # cgroup-v2 | cgroup-v1 | poll
         except ValueError as exc:
@@ -307,12 +322,14 @@ class Sandbox:
             args += parents(INSIDE_GRADER) + ["--bind", str(self.grader_socket), INSIDE_GRADER]
         for host, inside in self.binds:
             args += parents(inside) + ["--bind", host, inside]
+        for host, inside in self.ro_binds:
+            args += parents(inside) + ["--ro-bind", host, inside]
         args += ["--chdir", INSIDE_WORKSPACE]
         return args
 
-    def _preexec(self) -> None:
+    def _preexec(self, memory_gb: float | None = None) -> None:
         gb = 1024 ** 3
-        resource.setrlimit(resource.RLIMIT_AS, (int(self.cfg.memory_gb * gb),) * 2)
+        resource.setrlimit(resource.RLIMIT_AS, (int((memory_gb or self.cfg.memory_gb) * gb),) * 2)
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(self.cfg.max_file_gb * gb),) * 2)
         resource.setrlimit(resource.RLIMIT_NPROC, (self.cfg.max_processes,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds,) * 2)
@@ -321,19 +338,24 @@ class Sandbox:
         files = self.cfg.max_open_files if hard == resource.RLIM_INFINITY else min(self.cfg.max_open_files, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
 
-    def run(self, command: str | Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> ExecResult:
-        """Run `command` (a shell string, or an argv list) until it exits or `timeout` seconds pass."""
+    def run(self, command: str | Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+            stdout_path: Path | None = None, memory_gb: float | None = None) -> ExecResult:
+        """Run `command` (a shell string, or an argv list) until it exits or `timeout` seconds pass.
+
+        `stdout_path`: a harness file (never in the workspace) that receives the whole stdout, e.g. a
+        CLI agent's event stream, read while it runs; the result still holds its head and tail.
+        `memory_gb`: this command's address-space limit instead of the sandbox's."""
         quota = int(self.cfg.disk_gb * 1024 ** 3)  # over it, the command is killed (an `rm` is quick enough)
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         if self.sandboxed:
             drop = ([shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}",
                      "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"] if self.as_root else [])
             argv = self._bwrap_args() + ["--"] + drop + argv
-        out_f = tempfile.TemporaryFile(dir=self.scratch)
+        out_f = open(stdout_path, "w+b") if stdout_path is not None else tempfile.TemporaryFile(dir=self.scratch)
         err_f = tempfile.TemporaryFile(dir=self.scratch)
         t0 = time.monotonic()
         try:
-            proc, meter = self._start(argv, env, out_f, err_f)
+            proc, meter = self._start(argv, env, out_f, err_f, memory_gb)
         except (OSError, subprocess.SubprocessError) as exc:
             out_f.close()
             err_f.close()
@@ -378,10 +400,8 @@ class Sandbox:
             reason.append(("disk_quota", ""))
         killed, why = reason[0] if reason else ("", "")
         limit = self.cfg.output_bytes
-        out_f.seek(0)
-        err_f.seek(0)
-        stdout, t1 = _keep(out_f.read(), limit)
-        stderr, t2 = _keep(err_f.read(), limit)
+        stdout, t1 = _keep_file(out_f, limit)
+        stderr, t2 = _keep_file(err_f, limit)
         out_f.close()
         err_f.close()
         if killed == "timeout":
@@ -394,7 +414,7 @@ class Sandbox:
                           time.monotonic() - t0, killed, t1 or t2, round(cpu_s, 3), meter.method)
 
     def _start(self, argv: list[str], env: Mapping[str, str] | None, out_f: IO[bytes],
-               err_f: IO[bytes]) -> tuple[subprocess.Popen, CgroupMeter | PollMeter]:
+               err_f: IO[bytes], memory_gb: float | None = None) -> tuple[subprocess.Popen, CgroupMeter | PollMeter]:
         """Start the command with its CPU meter. The child joins the meter's cgroup before exec; if
         it cannot (a cgroupfs that refuses us after all), nothing has run, and this command and the
         next ones are polled instead."""
@@ -402,9 +422,12 @@ class Sandbox:
         if isinstance(meter, PollMeter):
             self.cpu_meter = "poll"
 
+        def limits() -> None:
+            self._preexec(memory_gb)
+
         def preexec() -> None:
             meter.join()
-            self._preexec()
+            limits()
 
         def popen(hook: Callable[[], None]) -> subprocess.Popen:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f, cwd=str(self.workspace),
@@ -421,7 +444,7 @@ class Sandbox:
             raise
         self.cpu_meter = "poll"
         meter = PollMeter()
-        return popen(self._preexec), meter
+        return popen(limits), meter
 
     def _stop_reason(self) -> str:
         if self.stop_check is None:

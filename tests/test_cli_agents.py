@@ -1,0 +1,139 @@
+"""The named coding-agent CLIs (rlbench/agents/clis.yaml) run as cells, each through a fake of its
+CLI (tests/fake_cli.py: the real flags, key and base-URL variables, wire protocol and event
+stream) installed the way `rlbench agents install NAME --from FOLDER` installs one, talking
+through the sandbox's real egress proxy to a local scripted API server.
+
+Each cell must end `ok` with its submission scored, its transcript in conversation.jsonl, its
+tokens and cost in result.json, and the planted API key nowhere in any cell artefact, although the
+scripted model has the agent print it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rlbench.sandbox.runner import bwrap_path
+from scripted_llm import ScriptedLLM
+
+HERE = Path(__file__).resolve().parent
+needs_bwrap = pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap missing: make setup installs it")
+
+
+def fake_package(name: str, root: Path) -> Path:
+    """The fake CLI for adapter `name` in the shape its registry serves: an npm package folder with a
+    `bin` entry, or (aider) a wheel with a console script."""
+    from rlbench.agents.cli_registry import cli_spec
+
+    spec = cli_spec(name)
+    folder = root / f"fake-{name}"
+    folder.mkdir(parents=True)
+    if spec.package_kind == "npm":
+        (folder / "bin").mkdir()
+        shutil.copy(HERE / "fake_cli.py", folder / "bin" / spec.bin)
+        (folder / "bin" / spec.bin).chmod(0o755)
+        (folder / "package.json").write_text(json.dumps({"name": f"fake-{name}", "version": "0.0.0",
+                                                         "bin": {spec.bin: f"bin/{spec.bin}"}}))
+    else:  # a wheel, as PyPI serves it (pip installs it without an index)
+        dist = "fake_aider-0.0.0.dist-info"
+        files = {"fake_aider.py": (HERE / "fake_cli.py").read_text(),
+                 f"{dist}/METADATA": "Metadata-Version: 2.1\nName: fake-aider\nVersion: 0.0.0\n",
+                 f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: rlbench-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+                 f"{dist}/entry_points.txt": f"[console_scripts]\n{spec.bin} = fake_aider:main\n"}
+        record = "".join(f"{n},,\n" for n in files) + f"{dist}/RECORD,,\n"
+        folder = folder / "fake_aider-0.0.0-py3-none-any.whl"
+        with zipfile.ZipFile(folder, "w") as whl:
+            for n, text in {**files, f"{dist}/RECORD": record}.items():
+                whl.writestr(n, text)
+    return folder
+
+
+def _step(name: str, command: str) -> dict:
+    """One scripted model reply that runs `command`: a `bash` tool call, or for aider (which has no
+    tools) a fenced bash block in its text."""
+    if name == "aider":
+        return {"content": f"Running it.\n```bash\n{command}\n```\n"}
+    return {"tool": ("bash", json.dumps({"command": command}))}
+
+
+def _base_url(name: str, llm: ScriptedLLM) -> str:
+    root = llm.base_url.rsplit("/v1", 1)[0]
+    return f"{root}/v1" if name in ("codex", "aider") else root
+
+
+@needs_bwrap
+@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "aider"])
+def test_cli_adapter_runs_through_the_proxy_and_keeps_its_key_out_of_every_artefact(name, tmp_path, ray_cluster,
+                                                                                     monkeypatch):
+    from rlbench.agents.cli_install import install
+    from rlbench.agents.cli_registry import cli_spec
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    spec = cli_spec(name)
+    install(name, str(fake_package(name, tmp_path / "pkg")), log=lambda m: None)
+    key = f"sk-rlbench-canary-{uuid.uuid4().hex}"
+    for var in spec.keys:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(spec.keys[0], key)
+    plan = [_step(name, "head -c 300 PROMPT.md"),
+            _step(name, f'echo "my key is ${spec.keys[0]}"'),  # the model has the CLI print its key
+            _step(name, "./grade submit model"),
+            {"content": "Submitted the base model."}]
+    with ScriptedLLM(plan) as llm:
+        cfg = CellConfig(agent=name, task="arith-tiny", seed=0, results=str(tmp_path / "results"), grace_s=10,
+                         budget_s=300, agent_options={"base_url": _base_url(name, llm)})
+        r = run_cell(cfg)
+        sent_keys = [h.get("x-api-key") or h.get("x-goog-api-key") or h.get("authorization", "").removeprefix("Bearer ")
+                     for h in llm.headers]
+    assert r.status == "ok" and r.submissions["valid"] == 1, r
+    assert len(llm.requests) == 4 and set(sent_keys) == {key}  # the key reached the CLI and its API, nothing else
+
+    cell = Path(r.cell_dir)
+    events = [json.loads(line) for line in (cell / "conversation.jsonl").read_text().splitlines()]
+    replies = [e for e in events if e["event"] == "reply"]
+    assert len(replies) >= 3 and events[-1]["event"] == "stop", events
+    text = json.dumps(events)
+    assert "./grade submit model" in text and "[redacted]" in text and "Submitted the base model." in text
+    usage = r.llm_usage
+    assert usage and sum(u["input_tokens"] for u in usage.values()) == 400, usage
+    assert sum(u["output_tokens"] for u in usage.values()) == 80, usage
+    if name != "codex" and name != "gemini-cli":  # they report no cost
+        assert abs(sum(u["cost_usd"] for u in usage.values()) - (400 * 3 + 80 * 15) / 1e6) < 1e-6, usage
+    log = [json.loads(line) for line in (cell / "egress.jsonl").read_text().splitlines()]
+    assert log and all(e["allowed"] for e in log)
+
+    # the key: in no file of the cell folder, nor in the workspace's snapshot history
+    found = [str(p.relative_to(cell)) for p in cell.rglob("*")
+             if p.is_file() and not p.is_symlink() and key.encode() in p.read_bytes()]
+    assert found == [], found
+    history = subprocess.run(["git", "--git-dir", str(cell / "snapshots.git"), "log", "-p", "--all"],
+                             capture_output=True, text=True).stdout
+    assert history and key not in history
+
+
+def test_cli_preflight_refuses_before_any_work(tmp_path, monkeypatch):
+    """Not installed, or its key missing: refused before a cell folder exists, naming the fix."""
+    from rlbench.agents.cli_install import install, install_dir
+    from rlbench.config.core import ConfigError
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    results = tmp_path / "results"
+    cfg = CellConfig(agent="gemini-cli", task="arith-tiny", seed=0, results=str(results), sandbox="none")
+    shutil.rmtree(install_dir("gemini-cli"), ignore_errors=True)
+    with pytest.raises(ConfigError, match="rlbench agents install gemini-cli"):
+        run_cell(cfg)
+    install("gemini-cli", str(fake_package("gemini-cli", tmp_path / "pkg")), log=lambda m: None)
+    with pytest.raises(ConfigError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
+        run_cell(cfg)
+    with pytest.raises(ConfigError, match="agent_options.base_url"):
+        run_cell(CellConfig(agent="gemini-cli", task="arith-tiny", seed=0, results=str(results), sandbox="none",
+                            agent_options={"base_url": "ftp://x"}))
+    assert not results.exists()
