@@ -669,6 +669,31 @@ def run_cmd(
         raise typer.Exit(1)
 
 
+@app.command("export")
+def export_cmd(
+    cell_dir: Path = typer.Argument(..., help="a cell folder (results/cells/ID or results/suites/NAME/cells/KEY)"),
+    fmt: str = typer.Option("inspect", "--format", help="inspect: an Inspect AI eval log (`inspect view` opens it); "
+                            "atif is refused (Harbor's reader needs Python >= 3.12)."),
+    output: Optional[Path] = typer.Option(None, "--out", help="A .eval or .json file, or a folder for CELL.eval "
+                                          "(default: CELL_DIR/inspect/CELL.eval)."),
+) -> None:
+    """The cell's trajectory as a log an existing viewer opens: the task description, the agent's
+    messages and tool calls, the harness's test and heldout scores and gains, the model's tokens
+    and cost. Open it with `inspect view --log-dir FOLDER` (pip install inspect_ai)."""
+    try:
+        from rlbench.reports.export import export_cell
+
+        path = export_cell(cell_dir, fmt, output)
+    except ImportError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}; install the viewer's package: pip install inspect_ai",
+                  highlight=False)
+        raise typer.Exit(code=2)
+    except (ValueError, OSError) as exc:  # ExportError is a ValueError
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(code=2)
+    out.print(f"exported: {path}\nview: inspect view --log-dir {path.parent}", highlight=False, markup=False)
+
+
 def harness_crashed(results: Sequence[CellResult]) -> list[str]:
     """The cells the harness crashed (crash_by "harness", not the agent): `rlbench run` exits 1 on
     any, since their numbers say nothing about the agent (a resumed suite reruns them)."""

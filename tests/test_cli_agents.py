@@ -3,9 +3,10 @@ CLI (tests/fake_cli.py: the real flags, key and base-URL variables, wire protoco
 stream) installed the way `rlbench agents install NAME --from FOLDER` installs one, talking
 through the sandbox's real egress proxy to a local scripted API server.
 
-Each cell must end `ok` with its submission scored, its transcript in conversation.jsonl, its
-tokens and cost in result.json, and the planted API key nowhere in any cell artefact, although the
-scripted model has the agent print it.
+The scripted model has each CLI write a GRPO script, run it for 100 steps on arith-grpo and submit
+the checkpoint (and print its API key on the way): the cell must end `ok` with a positive test
+gain, its transcript in conversation.jsonl, its tokens and cost in result.json, and the planted
+key nowhere in any cell artefact.
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ def _base_url(name: str, llm: ScriptedLLM) -> str:
 
 
 @needs_bwrap
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "aider"])
-def test_cli_adapter_runs_through_the_proxy_and_keeps_its_key_out_of_every_artefact(name, tmp_path, ray_cluster,
-                                                                                     monkeypatch):
+def test_cli_adapter_trains_through_the_proxy_and_keeps_its_key_out_of_every_artefact(name, tmp_path, ray_cluster,
+                                                                                       monkeypatch):
     from rlbench.agents.cli_install import install
     from rlbench.agents.cli_registry import cli_spec
     from rlbench.harness.cell import CellConfig, run_cell
@@ -83,28 +85,28 @@ def test_cli_adapter_runs_through_the_proxy_and_keeps_its_key_out_of_every_artef
     monkeypatch.setenv(spec.keys[0], key)
     plan = [_step(name, "head -c 300 PROMPT.md"),
             _step(name, f'echo "my key is ${spec.keys[0]}"'),  # the model has the CLI print its key
-            _step(name, "./grade submit model"),
-            {"content": "Submitted the base model."}]
+            *train_plan(name, 100)]
     with ScriptedLLM(plan) as llm:
-        cfg = CellConfig(agent=name, task="arith-tiny", seed=0, results=str(tmp_path / "results"), grace_s=10,
-                         budget_s=300, agent_options={"base_url": _base_url(name, llm)})
+        cfg = CellConfig(agent=name, task="arith-grpo", seed=0, results=str(tmp_path / "results"), grace_s=10,
+                         budget_s=900, agent_options={"base_url": _base_url(name, llm)})
         r = run_cell(cfg)
         sent_keys = [h.get("x-api-key") or h.get("x-goog-api-key") or h.get("authorization", "").removeprefix("Bearer ")
                      for h in llm.headers]
     assert r.status == "ok" and r.submissions["valid"] == 1, r
-    assert len(llm.requests) == 4 and set(sent_keys) == {key}  # the key reached the CLI and its API, nothing else
+    assert r.gains["test"].abs > 0.03 and r.gains["test"].ci_low > 0, r.gains  # 100 GRPO steps: about +13 points
+    assert len(llm.requests) == 6 and set(sent_keys) == {key}  # the key reached the CLI and its API, nothing else
 
     cell = Path(r.cell_dir)
     events = [json.loads(line) for line in (cell / "conversation.jsonl").read_text().splitlines()]
     replies = [e for e in events if e["event"] == "reply"]
     assert len(replies) >= 3 and events[-1]["event"] == "stop", events
     text = json.dumps(events)
-    assert "./grade submit model" in text and "[redacted]" in text and "Submitted the base model." in text
+    assert "./grade submit runs/a/checkpoint" in text and "[redacted]" in text and "submitted" in text
     usage = r.llm_usage
-    assert usage and sum(u["input_tokens"] for u in usage.values()) == 400, usage
-    assert sum(u["output_tokens"] for u in usage.values()) == 80, usage
+    assert usage and sum(u["input_tokens"] for u in usage.values()) == 600, usage
+    assert sum(u["output_tokens"] for u in usage.values()) == 120, usage
     if name != "codex" and name != "gemini-cli":  # they report no cost
-        assert abs(sum(u["cost_usd"] for u in usage.values()) - (400 * 3 + 80 * 15) / 1e6) < 1e-6, usage
+        assert abs(sum(u["cost_usd"] for u in usage.values()) - (600 * 3 + 120 * 15) / 1e6) < 1e-6, usage
     log = [json.loads(line) for line in (cell / "egress.jsonl").read_text().splitlines()]
     assert log and all(e["allowed"] for e in log)
 
@@ -137,3 +139,61 @@ def test_cli_preflight_refuses_before_any_work(tmp_path, monkeypatch):
         run_cell(CellConfig(agent="gemini-cli", task="arith-tiny", seed=0, results=str(results), sandbox="none",
                             agent_options={"base_url": "ftp://x"}))
     assert not results.exists()
+
+
+def _run(name: str, tmp_path: Path, monkeypatch, plan: list[dict], budget_s: float = 300, task: str = "arith-tiny",
+         **options):
+    from rlbench.agents.cli_install import install
+    from rlbench.agents.cli_registry import cli_spec
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    install(name, str(fake_package(name, tmp_path / "pkg")), log=lambda m: None)
+    monkeypatch.setenv(cli_spec(name).keys[0], "sk-test")
+    with ScriptedLLM(plan) as llm:
+        cfg = CellConfig(agent=name, task=task, seed=0, results=str(tmp_path / "results"), grace_s=10,
+                         budget_s=budget_s, agent_options={"base_url": _base_url(name, llm), **options})
+        return run_cell(cfg), llm
+
+
+@needs_bwrap
+def test_a_token_budget_stops_the_cli_as_the_clock_does(tmp_path, ray_cluster, monkeypatch):
+    """Each scripted reply counts 120 tokens: with max_tokens_total=250 the CLI is killed during
+    its third command, not allowed its fourth request."""
+    plan = [_step("claude-code", "sleep 4") for _ in range(4)] + [_step("claude-code", "./grade submit model")]
+    r, llm = _run("claude-code", tmp_path, monkeypatch, plan, max_tokens_total=250)
+    assert len(llm.requests) == 3, len(llm.requests)
+    assert r.status == "budget_exceeded" and sum(u["input_tokens"] for u in r.llm_usage.values()) == 300, r
+    events = [json.loads(line) for line in (Path(r.cell_dir) / "conversation.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "stop" and "token budget spent" in events[-1]["why"], events[-1]
+
+
+@needs_bwrap
+def test_node_fetch_needs_the_address_space_the_cli_entries_give(tmp_path):
+    """Node's fetch (every Node CLI's HTTP client) reserves WebAssembly memory: under the sandbox's
+    default 8 GB address-space limit it fails, under an entry's memory_gb it starts."""
+    import shutil as sh
+
+    from rlbench.agents.cli_registry import cli_spec
+    from rlbench.sandbox.runner import Sandbox, SandboxConfig
+
+    if sh.which("node") is None:
+        pytest.fail("node is missing: make setup installs Node.js")
+    (tmp_path / "ws").mkdir()
+    sandbox = Sandbox(tmp_path / "ws", SandboxConfig(), 60)
+    script = "node -e \"fetch('http://127.0.0.1:9/').catch(e => console.log('fetch ran:', e.message))\""
+    default = sandbox.run(script, timeout=60)
+    assert "Wasm memory" in default.stderr, default
+    entry = sandbox.run(script, timeout=60, memory_gb=cli_spec("claude-code").memory_gb)
+    assert entry.ok and "fetch ran: fetch failed" in entry.stdout, entry
+
+
+def train_plan(name: str, steps: int) -> list[dict]:
+    """What a coding agent does on an RL task: write a GRPO script (the reference agent's), run it,
+    submit its checkpoint."""
+    from rlbench.agents.reference import TRAIN_PY
+
+    script = TRAIN_PY.replace("{algo}", "grpo").replace("{{", "{").replace("}}", "}")
+    return [_step(name, f"cat > train.py <<'PY'\n{script}PY"),
+            _step(name, f"python train.py steps={steps} out=runs/a seed=0 eval_every=0 > train.log 2>&1; tail -2 train.log"),
+            _step(name, "./grade submit runs/a/checkpoint"),
+            {"content": "Trained with GRPO and submitted."}]

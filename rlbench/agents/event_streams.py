@@ -28,7 +28,7 @@ MAX_TEXT = 20_000  # characters of one message or tool result kept in the conver
 class ModelUsage:
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_tokens: int = 0  # input tokens read from the provider's prompt cache (counted in input_tokens or not, as the CLI reports)
+    cached_tokens: int = 0  # of input_tokens, those read from the provider's prompt cache (always counted in both)
     requests: int = 0
     cost_usd: float | None = None  # what the CLI reported; None: it reports none
 
@@ -162,6 +162,7 @@ class ClaudeStream(StreamParser):
                           "num_turns": _n(e.get("num_turns")), "result": _text(e.get("result"))[:2000]}
             per_model = e.get("modelUsage")
             if isinstance(per_model, dict) and per_model:  # the CLI's own totals replace the running sums
+                requests = {m: u.requests for m, u in self.usage.items()}  # modelUsage has no request count
                 self.usage = {}
                 for model, m in list(per_model.items())[:50]:
                     if isinstance(m, dict):
@@ -171,6 +172,9 @@ class ClaudeStream(StreamParser):
                         u.cached_tokens = cache_read
                         u.output_tokens = _n(m.get("outputTokens"))
                         u.cost_usd = _usd(m.get("costUSD"))
+                        u.requests = requests.get(str(model)[:200], 0)
+                if len(self.usage) == 1 and not any(u.requests for u in self.usage.values()):
+                    next(iter(self.usage.values())).requests = sum(requests.values())  # named otherwise in replies
             total = _usd(e.get("total_cost_usd"))
             if total is not None and all(u.cost_usd is None for u in self.usage.values()):
                 self.model_usage().cost_usd = total
