@@ -581,25 +581,14 @@ def leaderboard_cmd(
 ) -> None:
     """Agents x tasks: score, gain and 95% interval, normalized score, significance; HTML (sortable,
     filterable, plots), CSV and JSON, and the table here."""
-    from rlbench.reports.leaderboard import leaderboard_rows, write_leaderboard
+    from rlbench.reports.leaderboard import leaderboard_rows, terminal_table, write_leaderboard
 
     try:
         paths = write_leaderboard(suite_dir, output)
         rows, _ = leaderboard_rows(suite_dir)
     except ConfigError as exc:
         _fail(exc)
-    table = Table(title=f"leaderboard {Path(suite_dir).name} (test gains in points; 95% CI: t across seeds, or bootstrap)")
-    for col in ("agent", "task", "seeds", "test %", "gain", "95% CI", "normalized", "significant", "greedy gain",
-                "sampling only", "heldout gain"):
-        table.add_column(col, justify="left" if col in ("agent", "task", "significant", "sampling only") else "right")
-    for r in rows:
-        only = r.get("sampling_only")
-        table.add_row(r["agent"], r["task"], str(r["seeds"]), _pts(r["test"], False), _pts(r["abs_gain"]),
-                      _ci([r["ci_low"], r["ci_high"]]), "-" if r["normalized"] is None else f"{r['normalized']:.2f}",
-                      "-" if r["significant"] is None else ("yes" if r["significant"] else "[yellow]no[/]"),
-                      _pts(r.get("greedy_gain")), f"[red]{only}[/]" if only and only != "none" else (only or "-"),
-                      _pts(r["heldout_gain"]))
-    out.print(table)
+    out.print(terminal_table(rows, Path(suite_dir).name))
     out.print("\n".join(f"{k}: {v}" for k, v in paths.items()), highlight=False)
 
 

@@ -11,9 +11,12 @@ DS_PREBUILD=${DS_PREBUILD:-1}
 step() { printf '\n==> %s\n' "$*"; }
 
 # system packages: bubblewrap sandboxes every agent command; chromium and its driver let the tests
-# look at the HTML reports as a person would (headless)
+# look at the HTML reports as a person would (headless); Node.js and npm install and run the
+# coding-agent CLIs (`rlbench agents install NAME`)
 MISSING=()
 command -v bwrap >/dev/null 2>&1 || MISSING+=(bubblewrap)
+command -v node >/dev/null 2>&1 || MISSING+=(nodejs)
+command -v npm >/dev/null 2>&1 || MISSING+=(npm)
 command -v chromium >/dev/null 2>&1 || MISSING+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || MISSING+=(chromium-driver)
 if [ ${#MISSING[@]} -gt 0 ]; then
@@ -22,7 +25,7 @@ if [ ${#MISSING[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${MISSING[@]}" >/dev/null
   else
     echo "warning: missing Debian packages: ${MISSING[*]} (bubblewrap: or run cells with sandbox=none;" \
-         "chromium, chromium-driver: the report browser test needs them)" >&2
+         "chromium, chromium-driver: the report browser test needs them; nodejs, npm: the coding-agent CLIs)" >&2
   fi
 fi
 

@@ -102,12 +102,24 @@ def codex(argv: list[str]) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--skip-git-repo-check", action="store_true")
     p.add_argument("--dangerously-bypass-approvals-and-sandbox", action="store_true")
+    p.add_argument("--ephemeral", action="store_true")
+    p.add_argument("--disable", action="append", default=[])
+    p.add_argument("-c", "--config", action="append", default=[])
     p.add_argument("-m", "--model", default="gpt-5-codex")
     p.add_argument("prompt")
     a = p.parse_args(argv)
     assert a.json and a.dangerously_bypass_approvals_and_sandbox, argv
-    api_key = key("CODEX_API_KEY", "OPENAI_API_KEY")
-    base = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
+    config = {}
+    for item in a.config:  # TOML values; a bare word is taken as a string, as codex does
+        k, _, v = item.partition("=")
+        config[k] = v[1:-1] if v.startswith('"') and v.endswith('"') else v
+    provider = config.get("model_provider", "openai")
+    if provider == "openai":  # the built-in provider: OPENAI_BASE_URL is ignored, only CODEX_API_KEY is sent
+        api_key, base = key("CODEX_API_KEY"), config.get("openai_base_url", "https://api.openai.com/v1")
+    else:
+        api_key = key(config[f"model_providers.{provider}.env_key"])
+        base = config[f"model_providers.{provider}.base_url"]
+        assert config.get(f"model_providers.{provider}.wire_api", "responses") == "responses", config
     emit({"type": "thread.started", "thread_id": str(uuid.uuid4())})
     emit({"type": "turn.started"})
     items: list = [{"role": "user", "content": a.prompt}]
@@ -146,11 +158,21 @@ def gemini(argv: list[str]) -> None:
     p.add_argument("-p", "--prompt", required=True)
     p.add_argument("-o", "--output-format", choices=["text", "json", "stream-json"], default="text")
     p.add_argument("-y", "--yolo", action="store_true")
-    p.add_argument("-m", "--model", default="gemini-2.5-pro")
+    p.add_argument("--skip-trust", action="store_true")
+    p.add_argument("-m", "--model", default="auto")
     a = p.parse_args(argv)
     assert a.output_format == "stream-json" and a.yolo, argv
-    api_key = key("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    if not a.skip_trust:  # headless in a folder it has not been told to trust
+        sys.exit(55)
+    api_key = key("GEMINI_API_KEY")
     base = os.environ.get("GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com")
+    if "GOOGLE_GEMINI_BASE_URL" in os.environ:  # 0.61 then picks a gateway auth it refuses, unless settings say otherwise
+        settings = os.path.join(os.environ["HOME"], ".gemini", "settings.json")
+        chosen = json.load(open(settings)).get("security", {}).get("auth", {}).get("selectedType") \
+            if os.path.exists(settings) else None
+        if chosen != "gemini-api-key":
+            print("Invalid auth method selected.", file=sys.stderr)
+            sys.exit(41)
     emit({"type": "init", "timestamp": "2026-01-01T00:00:00Z", "session_id": str(uuid.uuid4()), "model": a.model})
     emit({"type": "message", "timestamp": "2026-01-01T00:00:00Z", "role": "user", "content": a.prompt})
     contents = [{"role": "user", "parts": [{"text": a.prompt}]}]
@@ -189,20 +211,22 @@ def opencode(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="opencode")
     p.add_argument("command", choices=["run"])
     p.add_argument("--format", choices=["default", "json"], default="default")
+    p.add_argument("--auto", action="store_true")
+    p.add_argument("--title")
     p.add_argument("-m", "--model", required=True)
     p.add_argument("message", nargs="+")
     a = p.parse_args(argv)
-    assert a.format == "json", argv
+    assert a.format == "json" and a.auto, argv
     provider, _, model = a.model.partition("/")
     assert provider == "anthropic", a.model
-    api_key, base = key("ANTHROPIC_API_KEY"), os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
+    api_key, base = key("ANTHROPIC_API_KEY"), os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com/v1")
     session = "ses_" + uuid.uuid4().hex[:12]
     tool = {"name": "bash", "description": BASH["description"], "input_schema": BASH["parameters"]}
     messages = [{"role": "user", "content": " ".join(a.message)}]
     for _ in range(30):
         emit({"type": "step_start", "timestamp": 0, "sessionID": session, "part": {"type": "step-start"}})
-        msg = post(f"{base.rstrip('/')}/v1/messages", {"model": model, "max_tokens": 4096, "messages": messages,
-                                                        "tools": [tool]},
+        msg = post(f"{base.rstrip('/')}/messages", {"model": model, "max_tokens": 4096, "messages": messages,
+                                                     "tools": [tool]},
                    {"x-api-key": api_key, "anthropic-version": "2023-06-01"})
         messages.append({"role": "assistant", "content": msg["content"]})
         results = []
@@ -227,22 +251,29 @@ def opencode(argv: list[str]) -> None:
 
 
 def aider(argv: list[str]) -> None:
+    """Aider with --edit-format whole: a reply names a file on one line and gives its whole text in
+    the fenced block after it. It runs no command the model suggests (--yes-always declines them);
+    after edits it runs --test-cmd, and a failing run's output goes back to the model (at most 3
+    reflections), as --auto-test does."""
     p = argparse.ArgumentParser(prog="aider")
     p.add_argument("--message", "-m", required=True)
     p.add_argument("--model", required=True)
-    for flag in ("--yes-always", "--no-git", "--no-auto-commits", "--no-check-update", "--no-show-model-warnings",
-                 "--analytics-disable", "--no-pretty", "--no-stream"):
+    p.add_argument("--edit-format")
+    p.add_argument("--test-cmd")
+    for flag in ("--auto-test", "--yes-always", "--no-git", "--no-auto-commits", "--no-gitignore", "--no-check-update",
+                 "--no-show-model-warnings", "--no-show-release-notes", "--analytics-disable", "--no-pretty",
+                 "--no-fancy-input", "--no-stream"):
         p.add_argument(flag, action="store_true")
     p.add_argument("--chat-history-file")
     p.add_argument("--input-history-file")
     a = p.parse_args(argv)
-    assert a.yes_always and a.no_pretty, argv
+    assert a.yes_always and a.no_pretty and a.edit_format == "whole", argv
     api_key = key("OPENAI_API_KEY")
     base = os.environ.get("OPENAI_API_BASE", "https://api.openai.com/v1")
     model = a.model.split("/", 1)[1] if a.model.startswith("openai/") else a.model
     messages = [{"role": "user", "content": a.message}]
     session = 0.0
-    for _ in range(30):
+    for _ in range(4):  # the message and up to 3 reflections
         resp = post(f"{base.rstrip('/')}/chat/completions", {"model": model, "messages": messages},
                     {"Authorization": f"Bearer {api_key}"})
         text = resp["choices"][0]["message"]["content"] or ""
@@ -253,17 +284,22 @@ def aider(argv: list[str]) -> None:
         print(f"Tokens: {u['prompt_tokens']} sent, {u['completion_tokens']} received. "
               f"Cost: ${cost:.4f} message, ${session:.4f} session.", flush=True)
         messages.append({"role": "assistant", "content": text})
-        blocks = text.split("```bash\n")[1:]
-        if not blocks:
+        edited = []
+        lines = text.split("\n")
+        for i, line in enumerate(lines[:-1]):
+            if lines[i + 1].startswith("```") and line.strip() and " " not in line.strip():
+                end = next((j for j in range(i + 2, len(lines)) if lines[j].startswith("```")), len(lines))
+                with open(line.strip(), "w") as f:
+                    f.write("\n".join(lines[i + 2:end]) + "\n")
+                edited.append(line.strip())
+                print(f"Applied edit to {line.strip()}", flush=True)
+        if not (edited and a.auto_test and a.test_cmd):
             break
-        outputs = []
-        for block in blocks:
-            command = block.split("```", 1)[0]
-            print(f"Running {command.strip()}", flush=True)
-            code, out = run_bash(command)
-            print(out, flush=True)
-            outputs.append(out)
-        messages.append({"role": "user", "content": "\n".join(outputs)})
+        code, out = run_bash(a.test_cmd)
+        print(out, flush=True)
+        if code == 0:
+            break
+        messages.append({"role": "user", "content": out})
 
 
 def main() -> None:

@@ -99,7 +99,7 @@ class CliAgent(Agent):
         assert install is not None
         keys = api_keys(spec)
         model = cfg.model or spec.model
-        prompt = PROMPT.format(description=description)
+        prompt = PROMPT.format(description=description) + (f"\n{spec.prompt_note.strip()}\n" if spec.prompt_note else "")
         tools.write("PROMPT.md", prompt)
         sandbox = tools.sandbox
         sandbox.ro_binds.append((str(install.folder), str(install.folder)))
@@ -114,8 +114,10 @@ class CliAgent(Agent):
                "PATH": f"{sandbox.env()['PATH']}:{install.executable.parent}"}
         if cfg.base_url and spec.base_url_env:
             env[spec.base_url_env] = cfg.base_url
-        argv = [str(install.executable), *spec.argv(prompt, model), *cfg.args]
-        command = f"mkdir -p {home} && exec {shlex.join(argv)}"
+        argv = [str(install.executable), *spec.argv(prompt, model, cfg.base_url), *cfg.args]
+        settings = "".join(f"mkdir -p {shlex.quote(str(Path(home, p).parent))} && printf %s {shlex.quote(text)} > "
+                           f"{shlex.quote(str(Path(home, p)))} && " for p, text in spec.home_files.items())
+        command = f"mkdir -p {home} && {settings}exec {shlex.join(argv)}"
         stream = Path(tools.cell_dir) / STREAM_FILE
         parser = parser_for(spec.stream, model)
         follow = _Follower(stream, parser, cfg, tools)

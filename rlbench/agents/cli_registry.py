@@ -16,7 +16,7 @@ from pathlib import Path
 from rlbench.config.core import ConfigError, check, load_config
 
 REGISTRY_FILE = Path(__file__).with_name("clis.yaml")
-PLACEHOLDERS = {"prompt", "model"}
+PLACEHOLDERS = {"prompt", "model", "base_url"}
 _HOST = re.compile(r"^[A-Za-z0-9.-]+:\d{1,5}$")
 
 
@@ -33,7 +33,10 @@ class CliSpec:
     name: str = ""
     any_key: bool = False  # one of `keys` is enough (a CLI that reads either of two names)
     base_url_env: str = ""
+    base_url: str = ""  # the endpoint {base_url} names when agent_options.base_url is not given
     env: dict[str, str] = field(default_factory=dict)
+    home_files: dict[str, str] = field(default_factory=dict)  # path under HOME -> content
+    prompt_note: str = ""
     memory_gb: float = 16.0
 
     def validate(self) -> None:
@@ -48,7 +51,12 @@ class CliSpec:
         check(self.stream in PARSERS, f"{self.name}.stream", self.stream, ", ".join(sorted(PARSERS)))
         used = {m for arg in self.invocation for m in re.findall(r"\{(\w+)\}", arg)}
         check(used <= PLACEHOLDERS and "prompt" in used, f"{self.name}.invocation", self.invocation,
-              "arguments with {prompt} and optionally {model}")
+              "arguments with {prompt}, and optionally {model} and {base_url}")
+        check("base_url" not in used or bool(self.base_url), f"{self.name}.base_url", self.base_url,
+              "the default endpoint, since the invocation names {base_url}")
+        for path in self.home_files:
+            check(bool(re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", path)) and ".." not in path.split("/"),
+                  f"{self.name}.home_files", path, "a relative path under HOME")
         check(self.memory_gb > 0, f"{self.name}.memory_gb", self.memory_gb, "> 0")
 
     @property
@@ -59,10 +67,12 @@ class CliSpec:
     def package_name(self) -> str:
         return self.package.partition(":")[2]
 
-    def argv(self, prompt: str, model: str) -> list[str]:
-        """The command line after `bin`; a placeholder is replaced only as a whole argument's part,
-        never re-split, so a prompt is one argument whatever it holds."""
-        return [a.replace("{model}", model).replace("{prompt}", prompt) if "{prompt}" in a or "{model}" in a else a
+    def argv(self, prompt: str, model: str, base_url: str = "") -> list[str]:
+        """The command line after `bin`. Placeholders are replaced inside one argument, never
+        re-split, so a prompt is one argument whatever it holds; the prompt last, so that nothing
+        it holds is read as another placeholder."""
+        values = {"model": model, "base_url": base_url or self.base_url}
+        return [re.sub(r"\{(model|base_url)\}", lambda m: values[m.group(1)], a).replace("{prompt}", prompt)
                 for a in self.invocation]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from rlbench.scoring.columns import format_value
+from rlbench.scoring.columns import USAGE_NOTE, format_value
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -22,6 +22,8 @@ def environment() -> jinja2.Environment:
                                       else f"[{100 * pair[0]:+.1f}, {100 * pair[1]:+.1f}]")
     env.filters["num"] = lambda x, digits=2: "-" if x is None else f"{x:.{digits}f}"
     env.filters["value"] = format_value  # a table column's value as its declared format reads (scoring/columns.py)
+    env.filters["usd"] = lambda x: format_value(x, "usd")  # "-" for an unknown cost, never 0
+    env.globals["usage_note"] = USAGE_NOTE  # how tokens and cost are counted, worded once for page and terminal
     return env
 
 

@@ -1,6 +1,8 @@
 """`rlbench leaderboard SUITE_DIR`: agents x tasks with score, gain, 95% interval, normalized score
 and significance, the greedy gain beside the sampled one and the cells whose sampled gain came with
-no greedy gain (sharper sampling, not RL), as HTML (sortable, filterable, with plots), CSV and JSON."""
+no greedy gain (sharper sampling, not RL), and what an LLM agent's models cost (tokens in + out and
+USD, from each cell's `llm_usage`), as HTML (sortable, filterable, with plots), CSV, JSON and a
+terminal table."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from typing import Any
 
 from rlbench.config.core import ConfigError
 from rlbench.io import atomic_write_json, atomic_write_text, read_json
+from rlbench.reports.cell_report import model_usage, usage_total
 from rlbench.reports.html import figure_div, render
 from rlbench.results import CellResult, CellStatus, Gain
-from rlbench.scoring.columns import CELL_COLUMNS, LEADERBOARD_COLUMNS, csv_keys, shown
+from rlbench.scoring.columns import (CELL_COLUMNS, LEADERBOARD_COLUMNS, USAGE_COLUMNS, USAGE_NOTE, csv_keys,
+                                     format_value, shown)
 from rlbench.scoring.seeds import across_seeds
 from rlbench.scoring.suite import score_suite
 
@@ -44,6 +48,40 @@ def _test_gain(members: list[dict[str, Any]]) -> Gain | None:
     return None
 
 
+def cell_usage(llm_usage: Any) -> dict[str, Any]:
+    """A cell's tokens and cost over all its models, for its leaderboard row: None for a cell
+    without LLM use (null and reference agents) and for a cost no model reported, so neither reads
+    as 0; `cost_partial` when only some models have a price (the cost is then a lower bound)."""
+    total = usage_total(model_usage(llm_usage))
+    cost = total["cost_usd"]
+    note = f"no price for {', '.join(total['unpriced'])}" if total["unpriced"] else ""
+    return {"tokens": total["tokens"], "cost_usd": cost, "cost_partial": None if cost is None else bool(total["unpriced"]),
+            "usage_note": note}
+
+
+def _mean_usage(members: list[dict[str, Any]]) -> dict[str, Any]:
+    """An agent x task's tokens and cost: the means across the seeds that report them, as every
+    other column of the row is a mean across seeds; the note says how many seeds that is, and why
+    a cost is missing or partial."""
+    out: dict[str, Any] = {}
+    notes = []
+    for key, name in (("tokens", "tokens"), ("cost_usd", "cost")):
+        values = [m[key] for m in members if m.get(key) is not None]
+        out[key] = sum(values) / len(values) if values else None
+        if values:
+            notes.append(f"{name}: mean of {len(values)}/{len(members)} seeds")
+    if out["cost_usd"] is not None:
+        out["cost_usd"] = round(out["cost_usd"], 6)
+    out["cost_partial"] = None if out["cost_usd"] is None else any(m.get("cost_partial") for m in members)
+    if out["tokens"] is not None and out["cost_usd"] is None:
+        notes.append("no model reported a cost")
+    if out["cost_partial"]:
+        notes.append("some model has no price: a lower bound")
+    unpriced = sorted({m["usage_note"] for m in members if m.get("usage_note")})
+    out["usage_note"] = "; ".join(notes + unpriced)
+    return out
+
+
 def leaderboard_rows(suite_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(one row per agent x task, the per-cell scores). Over several seeds the interval is the
     Student-t one across seeds; for one seed it is that cell's paired bootstrap interval."""
@@ -53,7 +91,9 @@ def leaderboard_rows(suite_dir: Path) -> tuple[list[dict[str, Any]], list[dict[s
     results = [CellResult.from_dict(r) for r in read_json(suite_dir / "results.json")]
     scores = read_json(suite_dir / "scores.json") if (suite_dir / "scores.json").is_file() else score_suite(results)
     used = {r.cell: (r.budget or {}).get("used_seconds") for r in results}
-    cells = [{**c, "budget_used_s": used.get(c["cell"])} for c in scores["cells"]]
+    usage = {r.cell: cell_usage(r.llm_usage) for r in results}
+    cells = [{**c, "budget_used_s": used.get(c["cell"]), **usage.get(c["cell"], cell_usage(None))}
+             for c in scores["cells"]]
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for c in cells:
         groups[(c["agent"], c["task"])].append(c)
@@ -73,9 +113,18 @@ def leaderboard_rows(suite_dir: Path) -> tuple[list[dict[str, Any]], list[dict[s
         row["reward_hacking"] = f"{len(flags)}/{len(members)}" if flags else ("none" if members else None)
         sampled_only = [m for m in members if m.get("sampling_only")]
         row["sampling_only"] = f"{len(sampled_only)}/{len(members)}" if sampled_only else ("none" if members else None)
+        row.update(_mean_usage(members))
         rows.append(row)
     rows.sort(key=lambda r: (r["task"], -(r["abs_gain"] if r["abs_gain"] is not None else -1e9)))
     return rows, cells
+
+
+def _csv_value(key: str, value: Any) -> Any:
+    """Fractions to 4 places; a cost to 6 (a cheap model's run costs less than a hundredth of a
+    cent); a mean of token counts to 1; no value stays empty."""
+    if isinstance(value, float):
+        return f"{value:.6f}" if key == "cost_usd" else f"{value:.1f}" if key == "tokens" else f"{value:.4f}"
+    return value
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:
@@ -83,8 +132,37 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     w = csv.DictWriter(buf, fieldnames=list(COLUMNS), extrasaction="ignore")
     w.writeheader()
     for r in rows:
-        w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+        w.writerow({k: _csv_value(k, v) for k, v in r.items()})
     return buf.getvalue()
+
+
+TONE_STYLES = {"bad": "red", "warn": "yellow"}  # a column's declared emphasis (rlbench/scoring/columns.py)
+
+
+def terminal_table(rows: list[dict[str, Any]], suite: str) -> Any:
+    """The leaderboard's rows as a rich Table in the terminal columns rlbench/scoring/columns.py
+    declares, with the page's formats and emphasis, so a column added there (tokens, cost) reaches
+    the terminal too; the caption says how tokens and cost are counted and averaged."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"leaderboard {suite} (test gains in points; 95% CI: t across seeds, or bootstrap)",
+                  caption=USAGE_NOTE, caption_justify="left")
+    columns = shown(LEADERBOARD_COLUMNS, rows, "terminal")
+    for c in columns:
+        table.add_column(c.label, justify="right" if c.numeric or c.fmt == "ci" else "left")
+    for r in rows:
+        cells = []
+        for c in columns:
+            text = escape(format_value(r.get(c.key), c.fmt))
+            mark, tone = c.mark_of(r), c.tone_of(r)
+            if mark:  # a mark says why a value is not what it seems: in the warning's colour
+                text += f" [yellow]{escape(mark.strip())}[/]"
+            elif tone:
+                text = f"[{TONE_STYLES[tone]}]{text}[/]"
+            cells.append(text)
+        table.add_row(*cells)
+    return table
 
 
 def _figures(rows: list[dict[str, Any]], cells: list[dict[str, Any]]) -> dict[str, str]:
@@ -124,5 +202,5 @@ def write_leaderboard(suite_dir: Path, out_dir: Path | None = None) -> dict[str,
     atomic_write_text(paths["csv"], _csv(rows))
     render("leaderboard.html.j2", paths["html"], title=f"rlbench leaderboard: {suite_dir.name}", suite=suite_dir.name,
            rows=rows, cells=cells, figs=_figures(rows, cells), columns=shown(LEADERBOARD_COLUMNS, rows, "page"),
-           cell_columns=shown(CELL_COLUMNS, cells, "page"))
+           cell_columns=shown(CELL_COLUMNS, cells, "page") + shown(USAGE_COLUMNS, cells, "page"))
     return paths

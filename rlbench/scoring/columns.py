@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 Tone = Literal["", "warn", "bad"]
 Row = Mapping[str, Any]
 
-FORMATS = ("text", "pts", "pts_abs", "ci", "num2", "num0", "pct0", "flag", "yesno")
+FORMATS = ("text", "pts", "pts_abs", "ci", "num2", "num0", "pct0", "flag", "yesno", "count", "usd")
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Column:
 
     @property
     def numeric(self) -> bool:
-        return self.fmt in ("pts", "pts_abs", "num2", "num0", "pct0")
+        return self.fmt in ("pts", "pts_abs", "num2", "num0", "pct0", "count", "usd")
 
 
 def format_value(value: Any, fmt: str) -> str:
@@ -80,6 +80,10 @@ def format_value(value: Any, fmt: str) -> str:
         return "FLAG" if value is True else ("no" if value is False else str(value))
     if fmt == "yesno":
         return "yes" if value else "no"
+    if fmt == "count":
+        return f"{value:,.0f}"
+    if fmt == "usd":  # an LLM's cost: cents hide what a cheap model's run cost
+        return f"{value:.2f}" if value >= 1 else f"{value:.4f}"
     return str(value)
 
 
@@ -109,6 +113,11 @@ def _flagged(value: Any, row: Row) -> Tone:
 
 def _falsy_is_bad(value: Any, row: Row) -> Tone:
     return "" if value else "bad"
+
+
+def _lower_bound(value: Any, row: Row) -> str:
+    """A cost summed over priced models only (some model of a cell has no price)."""
+    return " (partial)" if value is not None and row.get("cost_partial") else ""
 
 
 def _integrity(value: Any, row: Row) -> Tone:
@@ -174,28 +183,45 @@ CELL_COLUMNS: tuple[Column, ...] = (
 # what a cell's row carries beside its columns: the text behind a flag (tooltips on the page)
 CELL_DETAILS: tuple[str, ...] = ("greedy_significant", "sampling_only_reason", "integrity_reasons")
 
+# a cell's LLM use (result.json's llm_usage summed over the agent's driver models: tokens in + out,
+# cost in USD), which the leaderboard adds to its cells and its agent x task rows
+# (rlbench/reports/leaderboard.py); "-" for an agent without an LLM and for a cost that no model
+# reported, never $0; `usage_note` says over which seeds and models
+USAGE_COLUMNS: tuple[Column, ...] = (
+    Column("tokens", "tokens", "count", terminal=True, page=True, detail="usage_note"),
+    Column("cost_usd", "cost $", "usd", terminal=True, page=True, mark=_lower_bound, detail="usage_note"),
+    Column("cost_partial", "cost partial", "yesno"),  # the CSV's "(partial)": some model had no price
+)
+
+# how the two are counted: the leaderboard's caption in the terminal and its note on the page
+USAGE_NOTE = ("tokens: input + output over all of the agent's LLMs (cached tokens are part of the input); cost $: "
+              "as the agent reported it or from its configured prices, \"-\" when no model's cost is known, "
+              "\"(partial)\" when some model has none; per agent x task both are means across the seeds that report "
+              "them, as the other columns are")
+
 # an agent x task row: rlbench/reports/leaderboard.py leaderboard_rows builds it
 LEADERBOARD_COLUMNS: tuple[Column, ...] = (
-    Column("agent", "agent", page=True),
-    Column("task", "task", page=True),
-    Column("seeds", "seeds", "num0", page=True),
+    Column("agent", "agent", terminal=True, page=True),
+    Column("task", "task", terminal=True, page=True),
+    Column("seeds", "seeds", "num0", terminal=True, page=True),
     Column("ok", "ok", "num0"),
-    Column("test", "test %", "pts_abs", page=True),
-    Column("abs_gain", "gain", "pts", page=True),
+    Column("test", "test %", "pts_abs", terminal=True, page=True),
+    Column("abs_gain", "gain", "pts", terminal=True, page=True),
     Column("ci_low", "CI low", "pts"),
     Column("ci_high", "CI high", "pts"),
-    Column("ci", "95% CI", "ci", page=True, sortable=False, csv=False),
-    Column("normalized", "normalized", "num2", page=True),
-    Column("significant", "significant", "yesno", page=True, tone=_false_warns),
-    Column("greedy_gain", "greedy gain", "pts", page=True),
-    Column("sampling_only", "sampling only", page=True, tone=_flagged, detail="sampling_only_reason"),
-    Column("heldout_gain", "heldout gain", "pts", page=True),
+    Column("ci", "95% CI", "ci", terminal=True, page=True, sortable=False, csv=False),
+    Column("normalized", "normalized", "num2", terminal=True, page=True),
+    Column("significant", "significant", "yesno", terminal=True, page=True, tone=_false_warns),
+    Column("greedy_gain", "greedy gain", "pts", terminal=True, page=True),
+    Column("sampling_only", "sampling only", terminal=True, page=True, tone=_flagged, detail="sampling_only_reason"),
+    Column("heldout_gain", "heldout gain", "pts", terminal=True, page=True),
     Column("dev_test_gap", "dev-test gap", "pts", page=True),
     Column("anytime_gain", "anytime gain", "pts", page=True),
     Column("gain_per_cpu_hour", "gain / CPU-h", "pts", page=True),
     Column("integrity", "integrity", page=True, tone=_integrity, detail="integrity_reasons", detail_inline=True),
     Column("reward_hacking", "reward hacking", page=True),
     Column("budget_used_s", "budget used s", "num0", page=True),
+    *USAGE_COLUMNS,  # the mean across the seeds that report it, as the columns above are
 )
 
 
