@@ -208,3 +208,26 @@ def train_plan(name: str, steps: int) -> list[dict]:
             _step(name, f"python train.py steps={steps} out=runs/a seed=0 eval_every=0 > train.log 2>&1; tail -2 train.log"),
             _step(name, "./grade submit runs/a/checkpoint"),
             {"content": "Trained with GRPO and submitted."}]
+
+
+@needs_bwrap
+def test_the_command_agent_takes_its_keys_from_the_environment_only(tmp_path, ray_cluster, monkeypatch):
+    """agent=command with agent_options.keys: the program gets the key, nothing the cell keeps does
+    (what it printed is redacted), and a key not set is refused before the cell starts."""
+    from rlbench.config.core import ConfigError
+    from rlbench.harness.cell import CellConfig, run_cell
+
+    key = f"sk-rlbench-canary-{uuid.uuid4().hex}"
+    monkeypatch.setenv("MY_AGENT_KEY", key)
+    program = "python -c \"import os; k = os.environ['MY_AGENT_KEY']; print('got', len(k), k)\" && ./grade submit model"
+    cfg = CellConfig(agent="command", task="arith-tiny", seed=0, results=str(tmp_path / "results"), grace_s=10,
+                     agent_options={"command": program, "keys": ["MY_AGENT_KEY"]})
+    r = run_cell(cfg)
+    assert r.status == "ok" and r.submissions["valid"] == 1, r
+    cell = Path(r.cell_dir)
+    run = [json.loads(line) for line in (cell / "trajectory.jsonl").read_text().splitlines()][-1]
+    assert f"got {len(key)} [redacted]" in run["result"]["stdout"], run
+    assert [p for p in cell.rglob("*") if p.is_file() and key.encode() in p.read_bytes()] == []
+    monkeypatch.delenv("MY_AGENT_KEY")
+    with pytest.raises(ConfigError, match="MY_AGENT_KEY"):
+        run_cell(cfg)

@@ -64,8 +64,15 @@ def check_agent(spec: str, options: dict[str, Any] | None = None) -> None:
         from rlbench.agents.cli_agent import preflight
 
         preflight(spec, dict(options or {}))
-    else:
-        resolve_agent(spec)
+        return
+    resolve_agent(spec)
+    if spec == "command":
+        import os
+
+        missing = [str(k) for k in (options or {}).get("keys") or [] if not os.environ.get(str(k))]
+        if missing:
+            raise ConfigError(f"agent=command: agent_options.keys names {', '.join(missing)}, not set in the "
+                              "environment the harness runs in")
 
 
 def agent_keys(spec: str, options: dict[str, Any] | None = None) -> dict[str, str]:
@@ -80,6 +87,8 @@ def agent_keys(spec: str, options: dict[str, Any] | None = None) -> dict[str, st
         names = registry()[spec].keys
     elif spec == "react":
         names = [str((options or {}).get("api_key_env") or "OPENAI_API_KEY")]
+    elif spec == "command":
+        names = [str(k) for k in (options or {}).get("keys") or []]
     else:
         return {}
     return {n: os.environ[n] for n in names if os.environ.get(n)}

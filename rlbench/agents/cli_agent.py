@@ -128,7 +128,6 @@ class CliAgent(Agent):
         secrets = tuple(keys.values())
         for record in parser.records:
             tools.log_event(_redact_record(record, secrets))
-        _redact_file(stream, secrets)
         follow.publish()
         totals = parser.totals()
         why = follow.stopped or (f"{self.adapter} exited with {result.get('returncode')}" if not result.get("ok")
@@ -200,18 +199,3 @@ def _redact_record(record: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(record, list):
         return [_redact_record(v, secrets) for v in record]
     return record
-
-
-def _redact_file(path: Path, secrets: tuple[str, ...], cap: int = 256 * 1024 * 1024) -> None:
-    """The stream as kept in the cell folder, with any key the program printed replaced; a stream
-    past `cap` is cut there (its head is what a person reads)."""
-    if not path.is_file() or not any(secrets):
-        return
-    with open(path, "rb") as f:
-        data = f.read(cap)
-    for s in secrets:
-        if s:
-            data = data.replace(s.encode(), b"[redacted]")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)

@@ -127,6 +127,7 @@ class ToolBox:
                                      stdout_path=stream_to, memory_gb=memory_gb)
         finally:
             self._program_stop = None
+        _redact_file(stream_to, redact)
         if r.killed in ("timeout", "budget"):
             self.budget_hit = True
         result = {"ok": r.ok, "returncode": r.returncode, "stdout": _redact(r.stdout, redact),
@@ -313,6 +314,21 @@ def _redact(text: str, secrets: tuple[str, ...]) -> str:
         if secret:
             text = text.replace(secret, "[redacted]")
     return text
+
+
+def _redact_file(path: Path, secrets: tuple[str, ...], cap: int = 256 * 1024 * 1024) -> None:
+    """A program's stream as the cell folder keeps it, with every secret it printed replaced; a
+    stream past `cap` is cut there (its head is what a person reads)."""
+    if not any(secrets) or not path.is_file():
+        return
+    with open(path, "rb") as f:
+        data = f.read(cap)
+    for secret in secrets:
+        if secret:
+            data = data.replace(secret.encode(), b"[redacted]")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def _children_max_rss_mb() -> float:
