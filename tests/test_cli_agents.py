@@ -231,3 +231,34 @@ def test_the_command_agent_takes_its_keys_from_the_environment_only(tmp_path, ra
     monkeypatch.delenv("MY_AGENT_KEY")
     with pytest.raises(ConfigError, match="MY_AGENT_KEY"):
         run_cell(cfg)
+
+
+def test_the_stream_is_read_to_its_end_before_its_keys_are_redacted(tmp_path, monkeypatch):
+    """Redaction shortens the stream file: the reader must have read it all first, or the offset
+    it stopped at lands mid-line in the rewritten file and events are lost (seen in CI, under load)."""
+    from rlbench.agents.cli_agent import CliAgentConfig, _Follower
+    from rlbench.agents.event_streams import parser_for
+    from rlbench.harness import tools as tools_module
+    from rlbench.sandbox import SandboxConfig
+
+    monkeypatch.setattr(tools_module, "request", lambda address, payload, timeout=0: {"ok": True, "remaining_s": 60})
+    ws, cell = tmp_path / "ws", tmp_path / "cell"
+    ws.mkdir()
+    cell.mkdir()
+    box = tools_module.ToolBox(cell, ws, "grader.sock", SandboxConfig(mode="none", disk_poll_s=0.05), budget_s=60)
+    key = "sk-" + "k" * 60
+
+    def line(i: int) -> str:
+        return json.dumps({"type": "assistant", "message": {"id": f"m{i}", "content": [{"type": "text", "text": f"{i} {key}"}],
+                                                            "usage": {"input_tokens": 1, "output_tokens": 1}}})
+
+    first = "\n".join(line(i) for i in range(5))
+    second = "\n".join(line(i) for i in range(5, 10))
+    command = f"printf '%s\\n' '{first}'; sleep 1; printf '%s\\n' '{second}'"
+    parser = parser_for("claude-stream-json", "m")
+    follow = _Follower(cell / "stream.jsonl", parser, CliAgentConfig(), box)
+    box.run_program(command, {}, cell / "stream.jsonl", stop_check=follow.poll, redact=(key,))
+    follow.poll()
+    follow.finish()
+    assert parser.skipped_lines == 0 and len(parser.records) == 10, (parser.skipped_lines, len(parser.records))
+    assert key not in (cell / "stream.jsonl").read_text() and "[redacted]" in (cell / "stream.jsonl").read_text()

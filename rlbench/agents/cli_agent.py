@@ -123,7 +123,7 @@ class CliAgent(Agent):
         follow = _Follower(stream, parser, cfg, tools)
         result = tools.run_program(command, env, stream, memory_gb=max(spec.memory_gb, sandbox.cfg.memory_gb),
                                    stop_check=follow.poll, redact=tuple(keys.values()))
-        follow.poll()
+        follow.finish()
         parser.close()
         secrets = tuple(keys.values())
         for record in parser.records:
@@ -149,20 +149,32 @@ class _Follower:
         self.stopped = ""
 
     def poll(self) -> str:
+        """Everything the stream holds beyond what was read (in chunks: a line cut at a chunk's
+        end waits in `partial`)."""
+        fed = False
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
-                data = f.read(READ_CHUNK)
+                while data := f.read(READ_CHUNK):
+                    self.offset += len(data)
+                    lines = (self.partial + data).split(b"\n")
+                    self.partial = lines.pop()[:MAX_LINE]
+                    for line in lines:
+                        self.parser.feed(line)
+                    fed = True
         except OSError:
             return ""
-        if data:
-            self.offset += len(data)
-            lines = (self.partial + data).split(b"\n")
-            self.partial = lines.pop()[:MAX_LINE]
-            for line in lines:
-                self.parser.feed(line)
+        if fed:
             self.publish()
         return self.check()
+
+    def finish(self) -> None:
+        """The stream's last line when it ended without a newline (the file was read to its end by
+        run_program's last poll, before redaction)."""
+        if self.partial:
+            self.parser.feed(self.partial)
+            self.partial = b""
+            self.publish()
 
     def usage(self) -> dict[str, dict[str, Any]]:
         out = {}

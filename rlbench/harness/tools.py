@@ -113,8 +113,9 @@ class ToolBox:
         """Run an agent program (a coding-agent CLI) in the sandbox for the rest of the budget, as
         the `exec` tool does and recorded like it, with `env` handed to the process only (API keys:
         never in the command line, the trajectory or any file), its whole stdout in `stream_to`
-        (a harness file), and `stop_check` polled while it runs. Every string of `redact` is
-        replaced in what is recorded (a key the program printed)."""
+        (a harness file), and `stop_check` polled while it runs and once after it ends. Every string
+        of `redact` is then replaced in what is recorded (a key the program printed), the stream
+        file included."""
         left = self.remaining()
         if left <= 0:
             return self._record("exec", {"command": command}, self._spent().result, time.monotonic(), _children_cpu(),
@@ -127,6 +128,8 @@ class ToolBox:
                                      stdout_path=stream_to, memory_gb=memory_gb)
         finally:
             self._program_stop = None
+        if stop_check is not None:  # its last read of the stream, before redaction rewrites (shortens) it
+            stop_check()
         _redact_file(stream_to, redact)
         if r.killed in ("timeout", "budget"):
             self.budget_hit = True
