@@ -508,31 +508,13 @@ def _ci(pair: list | None) -> str:
     return format_value(pair, "ci")
 
 
-TONE_STYLES = {"bad": "red", "warn": "yellow"}  # a column's declared emphasis (rlbench/scoring/columns.py)
-
-
 def _cells_table(rows: list[dict]) -> Table:
     """Rows of rlbench.scoring.suite.score_suite, in the terminal columns rlbench/scoring/columns.py
     declares: gains in points with paired bootstrap 95% intervals."""
-    from rlbench.scoring.columns import CELL_COLUMNS, shown
+    from rlbench.scoring.columns import CELL_COLUMNS, terminal_table
 
-    table = Table(title="rlbench cells (harness evaluation on hidden splits; gains paired against the base model, "
-                        "95% bootstrap intervals)")
-    columns = shown(CELL_COLUMNS, rows, "terminal")
-    for c in columns:
-        table.add_column(c.label, justify="right" if c.numeric or c.fmt in ("ci", "flag") else "left")
-    for r in rows:
-        cells = []
-        for c in columns:
-            text = escape(format_value(r.get(c.key), c.fmt))
-            mark, tone = c.mark_of(r), c.tone_of(r)
-            if mark:  # a mark says why a value is not what it seems: in the warning's colour
-                text += f" [yellow]{escape(mark.strip())}[/]"
-            elif tone:
-                text = f"[{TONE_STYLES[tone]}]{text}[/]"
-            cells.append(text)
-        table.add_row(*cells)
-    return table
+    return terminal_table("rlbench cells (harness evaluation on hidden splits; gains paired against the base model, "
+                          "95% bootstrap intervals)", CELL_COLUMNS, rows)
 
 
 def _robustness_table(summary: dict) -> Table:

@@ -70,3 +70,18 @@ def test_hostile_lines_are_skipped_and_counted():
     call = reply["message"]["tool_calls"][0]
     assert len(call["function"]["name"]) == 200 and len(call["function"]["arguments"]) < 21_000
     assert p.totals().input_tokens == 0 and p.totals().output_tokens == 0  # negative and infinite counts refused
+
+
+def test_a_flood_of_events_is_capped():
+    """A stream of tiny events (a hostile or looping CLI) keeps MAX_RECORDS and counts the rest,
+    while its usage is still summed."""
+    from rlbench.agents.event_streams import MAX_RECORDS
+
+    p = parser_for("opencode-json", "m")
+    step = json.dumps({"type": "step_finish", "part": {"tokens": {"input": 1, "output": 1}}})
+    text = json.dumps({"type": "text", "part": {"text": "x"}})
+    for _ in range(MAX_RECORDS + 500):
+        p.feed(text)
+        p.feed(step)
+    assert len(p.records) == MAX_RECORDS and p.dropped_records == 500
+    assert p.totals().input_tokens == MAX_RECORDS + 500

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from rlbench.agents.base import Agent
-from rlbench.agents.cli_install import installed
+from rlbench.agents.cli_install import Installed, installed
 from rlbench.agents.cli_registry import CliSpec, cli_spec
 from rlbench.agents.command import PROMPT
 from rlbench.agents.event_streams import MAX_LINE, StreamParser, parser_for
@@ -74,14 +74,15 @@ def api_keys(spec: CliSpec) -> dict[str, str]:
     return found
 
 
-def preflight(name: str, options: dict[str, Any]) -> CliAgentConfig:
-    """Everything checkable before a cell starts: the options, the install, the keys."""
+def preflight(name: str, options: dict[str, Any]) -> tuple[CliAgentConfig, Installed, dict[str, str]]:
+    """Everything checkable before a cell starts, and what the run needs of it: the options, the
+    install, the keys."""
     spec = cli_spec(name)
     cfg = load_config(CliAgentConfig, dict(options), source_name="agent_options")
-    if installed(name) is None:
+    install = installed(name)
+    if install is None:
         raise ConfigError(f"agent={name} is not installed: run `rlbench agents install {name}`")
-    api_keys(spec)
-    return cfg
+    return cfg, install, api_keys(spec)
 
 
 class CliAgent(Agent):
@@ -94,10 +95,7 @@ class CliAgent(Agent):
 
     def run(self, description: str, tools: ToolBox) -> None:
         spec = cli_spec(self.adapter)
-        cfg = preflight(self.adapter, self.options)
-        install = installed(self.adapter)
-        assert install is not None
-        keys = api_keys(spec)
+        cfg, install, keys = preflight(self.adapter, self.options)
         model = cfg.model or spec.model
         prompt = PROMPT.format(description=description) + (f"\n{spec.prompt_note.strip()}\n" if spec.prompt_note else "")
         tools.write("PROMPT.md", prompt)
@@ -134,7 +132,7 @@ class CliAgent(Agent):
                                  else f"{self.adapter} finished")
         tools.log_event({"event": "stop", "why": why, "tokens": {"prompt": totals.input_tokens,
                                                                   "completion": totals.output_tokens},
-                         "skipped_stream_lines": parser.skipped_lines,
+                         "skipped_stream_lines": parser.skipped_lines, "dropped_records": parser.dropped_records,
                          **({"cli_result": _redact_record(parser.final, secrets)} if parser.final else {})})
 
 

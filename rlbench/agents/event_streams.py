@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 MAX_LINE = 1_000_000  # bytes of one event line that are read
 MAX_TEXT = 20_000  # characters of one message or tool result kept in the conversation
+MAX_RECORDS = 20_000  # conversation records kept; more are counted in dropped_records
 
 
 @dataclass
@@ -72,6 +73,7 @@ class StreamParser:
     records: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, ModelUsage] = field(default_factory=dict)
     skipped_lines: int = 0
+    dropped_records: int = 0  # past MAX_RECORDS: a flood of tiny events must not fill the harness's memory
     final: dict[str, Any] = field(default_factory=dict)  # the CLI's own end-of-run summary, where it gives one
     _seen: set[str] = field(default_factory=set)
     _turn: int = 0
@@ -83,16 +85,22 @@ class StreamParser:
         key = str(model or self.default_model)[:200]
         return self.usage.setdefault(key, ModelUsage())
 
+    def _keep(self, record: dict[str, Any]) -> None:
+        if len(self.records) < MAX_RECORDS:
+            self.records.append(record)
+        else:
+            self.dropped_records += 1
+
     def reply(self, text: str = "", calls: list[dict[str, Any]] | None = None) -> None:
         self._turn += 1
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if calls:
             message["tool_calls"] = calls
-        self.records.append({"event": "reply", "turn": self._turn, "message": message})
+        self._keep({"event": "reply", "turn": self._turn, "message": message})
 
     def tool_result(self, call_id: Any, content: Any, name: str = "") -> None:
-        self.records.append({"event": "tool_result", "turn": self._turn, "tool_call_id": str(call_id)[:200],
-                             **({"tool": name[:200]} if name else {}), "content": _text(content)})
+        self._keep({"event": "tool_result", "turn": self._turn, "tool_call_id": str(call_id)[:200],
+                    **({"tool": name[:200]} if name else {}), "content": _text(content)})
 
     def feed(self, line: str | bytes) -> None:
         if isinstance(line, bytes):

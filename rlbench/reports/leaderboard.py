@@ -18,7 +18,8 @@ from rlbench.reports.cell_report import model_usage, usage_total
 from rlbench.reports.html import figure_div, render
 from rlbench.results import CellResult, CellStatus, Gain
 from rlbench.scoring.columns import (CELL_COLUMNS, LEADERBOARD_COLUMNS, USAGE_COLUMNS, USAGE_NOTE, csv_keys,
-                                     format_value, shown)
+                                     shown)
+from rlbench.scoring.columns import terminal_table as columns_table
 from rlbench.scoring.seeds import across_seeds
 from rlbench.scoring.suite import score_suite
 
@@ -136,33 +137,11 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-TONE_STYLES = {"bad": "red", "warn": "yellow"}  # a column's declared emphasis (rlbench/scoring/columns.py)
-
-
 def terminal_table(rows: list[dict[str, Any]], suite: str) -> Any:
-    """The leaderboard's rows as a rich Table in the terminal columns rlbench/scoring/columns.py
-    declares, with the page's formats and emphasis, so a column added there (tokens, cost) reaches
-    the terminal too; the caption says how tokens and cost are counted and averaged."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=f"leaderboard {suite} (test gains in points; 95% CI: t across seeds, or bootstrap)",
-                  caption=USAGE_NOTE, caption_justify="left")
-    columns = shown(LEADERBOARD_COLUMNS, rows, "terminal")
-    for c in columns:
-        table.add_column(c.label, justify="right" if c.numeric or c.fmt == "ci" else "left")
-    for r in rows:
-        cells = []
-        for c in columns:
-            text = escape(format_value(r.get(c.key), c.fmt))
-            mark, tone = c.mark_of(r), c.tone_of(r)
-            if mark:  # a mark says why a value is not what it seems: in the warning's colour
-                text += f" [yellow]{escape(mark.strip())}[/]"
-            elif tone:
-                text = f"[{TONE_STYLES[tone]}]{text}[/]"
-            cells.append(text)
-        table.add_row(*cells)
-    return table
+    """The leaderboard's rows in the terminal, in its declared columns; the caption says how
+    tokens and cost are counted and averaged."""
+    return columns_table(f"leaderboard {suite} (test gains in points; 95% CI: t across seeds, or bootstrap)",
+                         LEADERBOARD_COLUMNS, rows, USAGE_NOTE)
 
 
 def _figures(rows: list[dict[str, Any]], cells: list[dict[str, Any]]) -> dict[str, str]:

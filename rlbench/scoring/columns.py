@@ -94,6 +94,34 @@ def shown(columns: Iterable[Column], rows: Iterable[Mapping[str, Any]], where: s
             and (not c.optional or any(r.get(c.key) is not None for r in rows))]
 
 
+TONE_STYLES = {"bad": "red", "warn": "yellow"}  # a column's declared emphasis, in the terminal's colours
+
+
+def terminal_table(title: str, columns: Iterable[Column], rows: list[Mapping[str, Any]], caption: str = "") -> Any:
+    """A rich Table of `rows` in the `columns` shown in the terminal, with the page's formats and
+    the declared emphasis, so the cells table and the leaderboard look alike and a column added
+    here reaches both."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption or None, caption_justify="left")
+    visible = shown(columns, rows, "terminal")
+    for c in visible:
+        table.add_column(c.label, justify="right" if c.numeric or c.fmt in ("ci", "flag") else "left")
+    for r in rows:
+        cells = []
+        for c in visible:
+            text = escape(format_value(r.get(c.key), c.fmt))
+            mark, tone = c.mark_of(r), c.tone_of(r)
+            if mark:  # a mark says why a value is not what it seems: in the warning's colour
+                text += f" [yellow]{escape(mark.strip())}[/]"
+            elif tone:
+                text = f"[{TONE_STYLES[tone]}]{text}[/]"
+            cells.append(text)
+        table.add_row(*cells)
+    return table
+
+
 # the emphasis rules the columns below name
 def _not_significant(value: Any, row: Row) -> Tone:
     return "warn" if row.get("significant") is False else ""
