@@ -87,7 +87,9 @@ def ray_cluster(session_home, session_tasks):
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), old["PYTHONPATH"]) if p)
     os.environ.update(RLBENCH_HOME=str(session_home), RLBENCH_TASKS=str(session_tasks), RLBENCH_QUIET="1",
                       RLBENCH_SPLIT_SEED="public")
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    # address="local": a fresh Ray even where a `ray start` left /tmp/ray/ray_current_cluster (a bare
+    # init joins that cluster and refuses num_cpus; CI once failed 41 tests that way)
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
     for k, v in old.items():

@@ -94,7 +94,7 @@ def cluster(tmp_path):
     gcs, dash = _free_port(), _free_port()
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "RAY_AUTH_MODE": "token",
            "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0",
-           "RLBENCH_TEST_CLUSTER": str(temp)}
+           "RLBENCH_TEST_CLUSTER": str(temp), "RAY_TMPDIR": str(temp)}  # no address file left in /tmp/ray
     env.pop("RAY_ADDRESS", None)
     env.pop("PYTHONPATH", None)  # the job's code comes from its uploaded working directory
     env.pop("RLBENCH_QUIET", None)  # as a user's shell has it: the job's log shows the suite's progress

@@ -112,7 +112,7 @@ def test_update_weights_rejects_unknown_tensor(tiny_path):
 def test_weight_sync_through_ray_object_store(tiny_path):
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         actor = ray.remote(num_cpus=1)(RolloutEngine).remote(tiny_path, backend="hf", num_threads=1)
         local = RolloutEngine(tiny_path, backend="hf")
