@@ -56,8 +56,9 @@ def resolve_agent(spec: str, options: dict[str, Any] | None = None) -> Agent:
 
 
 def check_agent(spec: str, options: dict[str, Any] | None = None) -> None:
-    """Refuse an agent before a cell starts: it resolves, and a coding-agent CLI is installed, has
-    its keys in the environment and valid options."""
+    """Refuse an agent before a cell starts: it resolves, a coding-agent CLI is installed, has its
+    keys in the environment and valid options, a react agent's options load and its driver model
+    (if any) is there with vLLM to serve it."""
     from rlbench.agents.cli_registry import registry
 
     if spec in registry():
@@ -66,6 +67,13 @@ def check_agent(spec: str, options: dict[str, Any] | None = None) -> None:
         preflight(spec, dict(options or {}))
         return
     resolve_agent(spec)
+    if spec == "react":
+        from rlbench.agents.model_server import check_driver
+        from rlbench.agents.react import ReactConfig
+        from rlbench.config.core import load_config
+
+        load_config(ReactConfig, dict(options or {}), source_name="agent_options")
+        check_driver(dict(options or {}))
     if spec == "command":
         import os
 

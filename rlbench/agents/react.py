@@ -14,7 +14,8 @@ recorded; tool results are cut to `max_tool_result_chars`; when the conversation
 `max_context_chars` the oldest turns are replaced by a summary of the tool calls they made. A
 token budget (and an optional cost budget) per cell stops the loop. Config comes from
 `agent_options` (`agent_options.model=...`); the key is read from the environment variable
-`api_key_env`.
+`api_key_env`. With `driver=vllm:MODEL` the endpoint is an open model that the run serves itself
+with vLLM's OpenAI server (rlbench/agents/model_server.py): no API, no key.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import json
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlbench.agents.base import Agent
@@ -182,10 +183,18 @@ class ReactConfig:
     request_timeout_s: float = 300.0
     max_nudges: int = 2  # replies without a tool call before the agent stops
     seed: int = 0
+    tool_choice: str = "auto"  # auto | required (every reply calls a tool) | none | one tool's name
+    driver: str = ""  # vllm:MODEL: an open model served by vLLM for this run (rlbench/agents/model_server.py)
+    driver_options: dict[str, Any] = field(default_factory=dict)  # DriverServer's fields
 
     def validate(self) -> None:
         check(self.provider in ("openai", "anthropic"), "agent_options.provider", self.provider, "openai, anthropic")
-        check(bool(self.model), "agent_options.model", self.model, "the model name the endpoint serves")
+        check(bool(self.model) or bool(self.driver), "agent_options.model", self.model,
+              "the model name the endpoint serves (or driver=vllm:MODEL)")
+        check(not self.driver or (self.provider == "openai" and not self.base_url), "agent_options.driver",
+              self.driver, "no provider=anthropic or base_url with it: the driver's server is the endpoint")
+        check(self.tool_choice in ("auto", "required", "none") or self.tool_choice in TOOLS | {"finish"},
+              "agent_options.tool_choice", self.tool_choice, "auto, required, none or a tool's name")
         check(self.max_tool_result_chars >= 200, "agent_options.max_tool_result_chars", self.max_tool_result_chars, ">= 200")
 
 
@@ -195,6 +204,14 @@ class ReactAgent(Agent):
     def run(self, description: str, tools: ToolBox) -> None:
         cfg = load_config(ReactConfig, dict(self.options), source_name="agent_options")
         key = os.environ.get(cfg.api_key_env) or "none"
+        if cfg.driver:  # the run's own server (started before the cell's clock; found here by name)
+            from rlbench.agents.model_server import ensure_driver
+
+            served = ensure_driver(self.name, dict(self.options))
+            assert served is not None
+            cfg.base_url, cfg.model, key = served.base_url, cfg.model or served.model, "none"
+            tools.log_event({"event": "driver", "model": served.model, "base_url": served.base_url,
+                             "folder": served.folder, "device": served.device})
         if cfg.provider == "anthropic":
             from anthropic import Anthropic
 
@@ -279,12 +296,16 @@ class ReactAgent(Agent):
                     kwargs: dict[str, Any] = {}
                     if "temperature" in inspect.signature(client.messages.create).parameters:
                         kwargs["temperature"] = cfg.temperature  # newer clients no longer take it
+                    choice = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}.get(
+                        cfg.tool_choice, {"type": "tool", "name": cfg.tool_choice})
                     return from_anthropic(client.messages.create(
                         model=cfg.model, system=system, messages=converted, tools=ANTHROPIC_TOOLS,
-                        max_tokens=cfg.max_output_tokens, **kwargs))
+                        max_tokens=cfg.max_output_tokens, tool_choice=choice, **kwargs))
+                choice: Any = cfg.tool_choice if cfg.tool_choice in ("auto", "required", "none") else \
+                    {"type": "function", "function": {"name": cfg.tool_choice}}
                 return from_openai(client.chat.completions.create(
                     model=cfg.model, messages=messages, tools=FUNCTIONS, temperature=cfg.temperature,
-                    max_tokens=cfg.max_output_tokens, seed=cfg.seed))
+                    max_tokens=cfg.max_output_tokens, seed=cfg.seed, tool_choice=choice))
             except api_error as exc:
                 failure = api_failure(exc)
                 wait = failure.retry_after_s if failure.retry_after_s is not None else cfg.backoff_s * 2 ** attempt

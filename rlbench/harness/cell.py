@@ -567,8 +567,15 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from rlbench.agents.base import agent_keys
+    from rlbench.agents.model_server import ensure_driver
 
     ensure_ray(min_cpus=int(cfg.agent_cpus) + 1)
+    try:  # an open driver model's server, shared by the run's cells: up before the budget's clock starts
+        ensure_driver(cfg.agent, cfg.agent_options)
+    except Exception as exc:  # noqa: BLE001 - vLLM's start fails in many ways; the cell says how
+        (cell_dir / "agent_error.txt").write_text(str(exc))
+        return ({"crash_by": "harness"}, CellStatus.CRASHED,
+                f"the driver model's server did not start: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}")
     node = ray.get_runtime_context().get_node_id()  # the grading socket is local to this node
     ref = None
     host_cls = ray.remote(num_cpus=cfg.agent_cpus, max_restarts=0)(AgentHost)

@@ -31,7 +31,7 @@ CORPUS = ["Question: Natalia sold clips to 48 of her friends in April, and then 
 
 
 def build_chat_standin(folder: Path, *, vocab_size: int = 512, hidden: int = 64, layers: int = 2,
-                       seed: int = 0) -> Path:
+                       seed: int = 0, max_positions: int = 1024) -> Path:
     """A randomly initialised Qwen2 causal LM with a byte-level BPE tokenizer and the ChatML chat
     template, saved by `save_pretrained` as a hub model's folder is (config.json,
     generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json and the chat
@@ -51,7 +51,7 @@ def build_chat_standin(folder: Path, *, vocab_size: int = 512, hidden: int = 64,
     torch.manual_seed(seed)
     config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=1024, tie_word_embeddings=True,
+                         max_position_embeddings=max_positions, tie_word_embeddings=True,
                          bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     Qwen2ForCausalLM(config).save_pretrained(str(folder), safe_serialization=True)
     return folder

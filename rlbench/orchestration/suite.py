@@ -268,6 +268,18 @@ def preflight(spec: RunSpec) -> tuple[list[CellConfig], dict[str, str]]:
     return cells, suite_bases(cells)
 
 
+def _start_drivers(cells: list[CellConfig]) -> None:
+    """Start each open driver model's server once, here: actors this process owns live as long as
+    the suite, so every cell shares them (one started by a cell would die with it)."""
+    from rlbench.agents.model_server import ensure_driver
+
+    for agent, options in sorted({(c.agent, json.dumps(c.agent_options, sort_keys=True, default=str)) for c in cells}):
+        served = ensure_driver(agent, json.loads(options))
+        if served is not None:
+            info(f"driver model {served.model}: served on {served.device} at {served.base_url} "
+                 f"(up in {served.start_s:.0f} s)")
+
+
 class MixedBases(ConfigError):
     """Cells of one suite scored against different bytes of the same base model: their gains are
     gains on different tasks, so the suite refuses them (its results.json keeps them, marked)."""
@@ -333,6 +345,7 @@ def run_suite(spec: RunSpec) -> tuple[Path, list[CellResult]]:
         # one cell's CPUs, so a cell that asks for more than this machine's cores still runs here
         ensure_ray(min_cpus=math.ceil(spec.cell_cpus), log_to_driver=not quiet())
         check_placement(spec)
+        _start_drivers([c for _, c in todo])
         remote = ray.remote(num_cpus=spec.cell_cpus, num_gpus=spec.cell_gpus, resources=spec.cell_resources or None,
                             max_retries=0)(_run_cell_task)
         by_key = dict(todo)
