@@ -12,7 +12,7 @@ CALL = f"<tool_call>{ARGS}</tool_call>"  # vLLM's hermes parser: <tool_call>(.*?
 HEAD_DIM_OK = 128  # hidden size: 4 heads of 32 (vLLM's CPU attention has no head_dim 16)
 
 
-def build_tool_calling_standin(folder: Path, steps: int = 120, seed: int = 0) -> Path:
+def build_tool_calling_standin(folder: Path, steps: int = 60, seed: int = 0) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -67,3 +67,15 @@ def test_a_sandbox_without_gpus_says_so_to_deepspeed(tmp_path):
     box = Sandbox(tmp_path / "ws", SandboxConfig(mode="bwrap"), 60, 1, visible_gpus="")
     assert box.gpus == [] and box.env()["DS_ACCELERATOR"] == "cpu" and "CUDA_VISIBLE_DEVICES" not in box.env()
     assert not any(a == "--dev-bind" for a in box._bwrap_args())
+
+
+def test_a_gpu_tasks_robustness_reruns_reserve_the_cells_gpus():
+    """A rerun of a GPU cell's recipe is a Ray task that reserves GPUs as the cell did (the suite
+    passes its cell_gpus; at least one wherever the harness scores on cuda), so Ray narrows its
+    CUDA_VISIBLE_DEVICES and its sandbox shows those devices; a CPU task's reruns reserve none."""
+    from rlbench.robustness.rerun import RobustnessConfig
+
+    assert RobustnessConfig().resources(2) == {"num_cpus": 2}
+    assert RobustnessConfig(device="cuda").resources(8) == {"num_cpus": 8, "num_gpus": 1.0}
+    assert RobustnessConfig(device="cuda", gpus=2).resources(8) == {"num_cpus": 8, "num_gpus": 2}
+    assert RobustnessConfig(gpus=0.5).resources(4) == {"num_cpus": 4, "num_gpus": 0.5}

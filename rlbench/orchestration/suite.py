@@ -419,7 +419,8 @@ def write_reports(suite_dir: Path, results: list[CellResult]) -> None:
 
 def _robustness(result: CellResult, spec: RunSpec) -> CellResult:
     """The robustness stage of one finished cell; a cell it does not apply to is returned as it is.
-    Its reruns are Ray tasks with the task's CPUs each, placed like cells (rlbench/robustness/rerun.py)."""
+    Its reruns are Ray tasks with the task's CPUs and the cell's GPUs each, placed like cells
+    (rlbench/robustness/rerun.py)."""
     from rlbench.robustness.rerun import RobustnessConfig, run_robustness
 
     stage = spec.robustness
@@ -432,7 +433,7 @@ def _robustness(result: CellResult, spec: RunSpec) -> CellResult:
             info(f"robustness {cell.cell}: skipped (status {cell.status}, recipe {'given' if recipe else 'missing'})")
         return result
     cfg = RobustnessConfig(seeds=stage.seeds, scale=stage.scale, budget_s=stage.budget_s, device=spec.device,
-                           parallel=stage.parallel)
+                           parallel=stage.parallel, gpus=spec.cell_gpus)  # a rerun has its cell's GPUs
     try:
         run_robustness(Path(cell.cell_dir), cfg)
     except ConfigError as exc:

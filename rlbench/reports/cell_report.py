@@ -363,7 +363,7 @@ def build_cell_report(cell_dir: Path) -> dict[str, Any]:
         raise ConfigError(f"{cell_dir}: result.json is not a cell result ({exc})") from exc
     trajectory = read_trajectory(cell_dir / "trajectory.jsonl")
     subs_path = cell_dir / "submissions.jsonl"
-    submissions = [json.loads(line) for line in subs_path.read_text().splitlines() if line.strip()] if subs_path.is_file() else []
+    submissions = read_trajectory(subs_path)  # every complete line: a crash's torn last line is skipped
     workspace = cell_dir / "workspace"
     commands = [(s.get("step"), (s.get("args") or {}).get("command", "")) for s in trajectory if s.get("tool") == "exec"]
     steps = timeline(trajectory, r.started)

@@ -35,10 +35,20 @@ class RobustnessConfig:
     # each rerun a Ray task with the task's CPUs, placed like cells (any node that has them, when the
     # results folder is shared); False: one after another in this process
     parallel: bool = True
+    gpus: float = 0.0  # GPUs each rerun's task reserves (a suite passes its cell_gpus); 0: one on cuda
 
     def validate(self) -> None:
         check(self.seeds >= 0, "seeds", self.seeds, ">= 0")
         check(self.budget_s >= 0, "budget_s", self.budget_s, ">= 0 (0: the task's budget)")
+        check(self.gpus >= 0, "gpus", self.gpus, ">= 0")
+
+    def resources(self, cpus: float) -> dict[str, float]:
+        """What one rerun's Ray task reserves: the task's CPUs and, where the harness scores on a GPU,
+        the cell's GPUs (at least one). Ray then narrows CUDA_VISIBLE_DEVICES to them, and the rerun's
+        sandbox exposes exactly those devices, as the cell's did; with CPUs alone a GPU task's rerun
+        ran with no GPU in its sandbox, or on one another rerun was using."""
+        gpus = self.gpus or (1.0 if self.device == "cuda" else 0.0)
+        return {"num_cpus": cpus, **({"num_gpus": gpus} if gpus else {})}
 
 
 def _recipe(cell_dir: Path, result: CellResult) -> dict[str, Any]:
@@ -172,9 +182,11 @@ def _run_plan(cell_dir: Path, result: CellResult, chosen: dict[str, Any], plan: 
     from rlbench.ray_session import ensure_ray
 
     ensure_ray(min_cpus=int(cpus), log_to_driver=not quiet())
-    task = ray.remote(num_cpus=cpus, max_retries=0)(rerun_one)
+    reserve = cfg.resources(cpus)
+    task = ray.remote(max_retries=0, **reserve)(rerun_one)
     refs = {task.remote(cell_dir, result, chosen, model, kind, seed, cfg): i for i, (kind, model, seed) in todo}
-    info(f"robustness {cell_dir.name}: {len(refs)} reruns as Ray tasks ({cpus:g} CPUs each)")
+    gpus = f", {reserve['num_gpus']:g} GPUs" if "num_gpus" in reserve else ""
+    info(f"robustness {cell_dir.name}: {len(refs)} reruns as Ray tasks ({cpus:g} CPUs{gpus} each)")
     done: dict[int, dict[str, Any]] = {}
     pending = list(refs)
     while pending:
