@@ -69,3 +69,16 @@ def track(label: str, total: float | None) -> Iterator[_Task]:
 def info(msg: str) -> None:
     if not quiet():
         console.print(msg)
+
+
+@contextmanager
+def timed(stages: dict[str, float], name: str) -> Iterator[None]:
+    """Add the block's wall seconds to `stages[name]` (even when it raises): where a cell's time
+    goes, recorded in its result (`harness_seconds`) and read by scripts/bench_overhead.py."""
+    import time
+
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        stages[name] = round(stages.get(name, 0.0) + time.monotonic() - t0, 3)

@@ -296,6 +296,9 @@ class CellResult:
     started: str | None = None  # UTC, ISO 8601 (rlbench.io.utc_now)
     finished: str | None = None
     cell_seconds: float | None = None
+    # harness/cell.py: where the cell's wall seconds went, by stage (data, base_model, features,
+    # workspace, baseline, grader, ray, driver_model, agent_process, agent, judge, close)
+    harness_seconds: dict[str, float] | None = None
     cell_dir: str | None = None
     node: str | None = None  # the Ray node the cell's driver ran on
     config: dict[str, Any] | None = None  # the CellConfig the cell ran with

@@ -192,6 +192,12 @@ def test_null_cell_scores_zero_gain_and_records_everything(tmp_path, ray_cluster
     steps = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()]
     assert [s["tool"] for s in steps] == ["submit"] and steps[0]["ok"]
     assert (cell / "snapshots.git" / "HEAD").exists() and (cell / "submissions" / "001" / "config.json").exists()
+    # where the cell's time went, stage by stage, adding up to its wall time (scripts/bench_overhead.py)
+    stages = saved["harness_seconds"]
+    assert {"data", "base_model", "workspace", "baseline", "grader", "ray", "agent_process", "agent", "judge",
+            "close"} <= set(stages) and all(v >= 0 for v in stages.values()), stages
+    assert sum(stages.values()) <= r.cell_seconds + 0.1 and sum(stages.values()) >= 0.9 * r.cell_seconds - 1, \
+        (stages, r.cell_seconds)
 
 
 @needs_bwrap

@@ -33,7 +33,7 @@ from rlbench.integrity.decoys import EVENTS_FILE, DecoyWatch, plant_decoys, scan
 from rlbench.integrity.hacking import reward_hacking
 from rlbench.integrity.verdict import integrity_section, with_broken_harness
 from rlbench.io import atomic_write_json, atomic_write_text, utc_now
-from rlbench.progress import info
+from rlbench.progress import info, timed
 from rlbench.ray_session import ensure_ray
 from rlbench.record import in_flight, read_trajectory
 from rlbench.reports.cell_report import training_runs
@@ -268,13 +268,19 @@ def run_cell(cfg: CellConfig) -> CellResult:
     meter = ComputeMeter()
     run: AgentRun | None = None
     t0 = time.monotonic()
+    stages: dict[str, float] = {}  # where the cell's time went (result.harness_seconds)
     try:
         info(f"cell {cell_dir.name}: preparing data, base model and baseline")
         env = prepare_environment(task, cell_dir, seed=cfg.seed, limits=cfg.limits, mode=cfg.sandbox, budget=budget)
-        _record_environment(result, env, cfg, cell_dir)
-        run = AgentRun.start(cfg, env, cell_dir, meter)
+        stages.update(env.timings)
+        with timed(stages, "baseline"):
+            _record_environment(result, env, cfg, cell_dir)
+        with timed(stages, "grader"):
+            run = AgentRun.start(cfg, env, cell_dir, meter)
+        run.stages = stages
         run.wait(result)
-        judge(cfg, env, run, result)
+        with timed(stages, "judge"):
+            judge(cfg, env, run, result)
     except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result
         grader = run.grader if run is not None else None
         broke = _broken_by_agent(exc, grader)
@@ -288,12 +294,14 @@ def run_cell(cfg: CellConfig) -> CellResult:
             result.reason = f"harness: {type(exc).__name__}: {exc}"
         (cell_dir / "harness_error.txt").write_text(traceback.format_exc())
     finally:
-        if run is not None:
-            run.close()
-        meter.close()
-        shutil.rmtree(cell_dir / "scratch", ignore_errors=True)
+        with timed(stages, "close"):
+            if run is not None:
+                run.close()
+            meter.close()
+            shutil.rmtree(cell_dir / "scratch", ignore_errors=True)
         result.finished = utc_now()
         result.cell_seconds = round(time.monotonic() - t0, 1)
+        result.harness_seconds = stages
         result.cell_dir = str(cell_dir)
         result.node = _node_id()
         atomic_write_json(cell_dir / "result.json", result.to_json_dict())
@@ -350,6 +358,7 @@ class AgentRun:
     watched: list[Any] = field(default_factory=list)
     status: CellStatus | None = None
     reason: str = ""
+    stages: dict[str, float] = field(default_factory=dict)  # the cell's stage seconds, this stage's added
 
     @classmethod
     def start(cls, cfg: CellConfig, env: CellEnvironment, cell_dir: Path, meter: ComputeMeter) -> "AgentRun":
@@ -391,7 +400,7 @@ class AgentRun:
         info(f"cell {cell_dir.name}: agent '{cfg.agent}' running (budget {env.budget.wall_seconds:.0f} s, "
              f"sandbox {cfg.sandbox}); trajectory in {cell_dir / 'trajectory.jsonl'}")
         agent_info, status, reason = _run_agent(cfg, cell_dir, env.workspace, grader, env.budget.wall_seconds,
-                                                env.budget.cpus, self.meter)
+                                                env.budget.cpus, self.meter, self.stages)
         if agent_info.get("crash_by"):
             result.crash_by = agent_info.pop("crash_by")
         if not grader.alive():  # nothing in the harness stops it: the agent did
@@ -558,7 +567,8 @@ def _stop_at_limit(cell_dir: Path, grader: Any, meter: Any) -> str:
 
 
 def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, budget_s: float,
-               cpus: int, meter: Any) -> tuple[dict[str, Any], CellStatus | None, str]:
+               cpus: int, meter: Any, stages: dict[str, float] | None = None
+               ) -> tuple[dict[str, Any], CellStatus | None, str]:
     """(agent summary, status so far, reason): crashed, budget_exceeded, or None for a clean finish.
     A crash's summary holds `crash_by`: "agent" when it raised or its process died (final: a suite
     never reruns it), "harness" when its process never started (a suite may rerun it)."""
@@ -569,15 +579,19 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
     from rlbench.agents.base import agent_keys
     from rlbench.agents.model_server import ensure_driver
 
-    ensure_ray(min_cpus=int(cfg.agent_cpus) + 1)
+    stages = {} if stages is None else stages
+    with timed(stages, "ray"):
+        ensure_ray(min_cpus=int(cfg.agent_cpus) + 1)
     try:  # an open driver model's server, shared by the run's cells: up before the budget's clock starts
-        ensure_driver(cfg.agent, cfg.agent_options)
+        with timed(stages, "driver_model"):
+            ensure_driver(cfg.agent, cfg.agent_options)
     except Exception as exc:  # noqa: BLE001 - vLLM's start fails in many ways; the cell says how
         (cell_dir / "agent_error.txt").write_text(str(exc))
         return ({"crash_by": "harness"}, CellStatus.CRASHED,
                 f"the driver model's server did not start: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}")
     node = ray.get_runtime_context().get_node_id()  # the grading socket is local to this node
     ref = None
+    agent_t0: float | None = None
     host_cls = ray.remote(num_cpus=cfg.agent_cpus, max_restarts=0)(AgentHost)
     keys = agent_keys(cfg.agent, cfg.agent_options)
     host = host_cls.options(name=f"agent-{cell_dir.name}", scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
@@ -587,10 +601,12 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
     try:
         # the budget's clock starts once the agent's process is up: a busy node's slow actor start
         # must not eat into what the agent is given
-        pid = ray.get(host.ping.remote(), timeout=AGENT_START_S)
+        with timed(stages, "agent_process"):
+            pid = ray.get(host.ping.remote(), timeout=AGENT_START_S)
         meter.attach(pid, cell_dir / SANDBOX_CPU_FILE)
         grader.trust(pid)  # its tools' calls to the grader are the harness's: a sandbox flood never locks them out
         grader.start_clock()
+        agent_t0 = time.monotonic()
         ref = host.run.remote(cfg.agent, {"seed": cfg.seed, **dict(cfg.agent_options)})
         deadline = time.monotonic() + grader.remaining_s() + cfg.grace_s
         # with a CPU or GPU limit the meter is read every second; the heartbeat keeps its own pace
@@ -638,5 +654,7 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
         return {"crash_by": "agent"}, CellStatus.CRASHED, \
             f"the agent process died: {str(exc).splitlines()[0][:300] if str(exc) else 'killed'}"
     finally:
+        if agent_t0 is not None:  # the agent's own run, from its clock's start to its end
+            stages["agent"] = round(time.monotonic() - agent_t0, 3)
         meter.sample()  # the agent tree's last reading (kept by the meter), before its process goes
         ray.kill(host, no_restart=True)

@@ -9,11 +9,12 @@ grading server offers what the task's features offer there (the reward endpoint;
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from rlbench.features import GraderContext, TaskFeature, active
+from rlbench.progress import timed
 from rlbench.sandbox.runner import SandboxConfig
 from rlbench.tasks.spec import BudgetConfig, TaskConfig
 
@@ -28,6 +29,7 @@ class CellEnvironment:
     workspace: Path
     limits: SandboxConfig  # the cell's, with what the features hide from the agent
     budget: BudgetConfig  # the task's, with the cell's overrides
+    timings: dict[str, float] = field(default_factory=dict)  # seconds of each preparation step
 
     def state(self, feature: TaskFeature) -> dict[str, Any]:
         return self.states.get(feature.name, {})
@@ -67,14 +69,21 @@ def prepare_environment(task: TaskConfig, folder: Path, *, seed: int, limits: Sa
     from rlbench.tasks.registry import task_dir
 
     features = active(task)
+    times: dict[str, float] = {}
     # prompts are rendered with the task's own base (its chat template), whatever model this environment trains
-    data = prepare_data(task, task_dir(task.name), tokenizer_dir=prompt_base_dir(task))
-    base_path = Path(resolve_model(model or task.model.base).location)
-    states = {f.name: f.prepare(task, seed, Path(state_dir or folder)) for f in features}
-    workspace = build_workspace(Path(folder) / "workspace", task, task_dir(task.name), base_path,
-                                data.splits["train"], data.splits["dev"], states=states, budget=budget).root.resolve()
+    with timed(times, "data"):
+        data = prepare_data(task, task_dir(task.name), tokenizer_dir=prompt_base_dir(task))
+    with timed(times, "base_model"):
+        base_path = Path(resolve_model(model or task.model.base).location)
+    with timed(times, "features"):
+        states = {f.name: f.prepare(task, seed, Path(state_dir or folder)) for f in features}
+    with timed(times, "workspace"):
+        workspace = build_workspace(Path(folder) / "workspace", task, task_dir(task.name), base_path,
+                                    data.splits["train"], data.splits["dev"], states=states,
+                                    budget=budget).root.resolve()
     return CellEnvironment(task=task, features=features, states=states, data=data, base_path=base_path,
-                           workspace=workspace, limits=sandbox_limits(task, limits, mode), budget=budget)
+                           workspace=workspace, limits=sandbox_limits(task, limits, mode), budget=budget,
+                           timings=times)
 
 
 def start_grader(env: CellEnvironment, folder: Path, *, dev_score: Callable[[str], dict[str, Any]] | None = None,
