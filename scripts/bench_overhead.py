@@ -12,7 +12,7 @@
     .venv/bin/python scripts/bench_overhead.py --task arith-grpo --cells 5 --suites 10,50
 
 The first cell of a fresh installation also builds the task's splits and scores the base; those
-are cached (by every file's hash) and shown apart ("cold"). Numbers are this machine's; the table
+are cached (by every file's hash), so the first cell is shown apart. Numbers are this machine's; the table
 says which CPU.
 """
 
@@ -83,9 +83,9 @@ def main() -> None:
     reports = (time.monotonic() - t) / len(cells)
 
     print(f"\n## Harness overhead of a null cell ({args.task}; {cpu_name()}, {ncpu} cores)\n")
-    print(f"{len(cells)} null cells one after another ({wall:.0f} s); the first is the cold one "
-          "(splits built, base scored), the rest use the caches.\n")
-    print("| stage | cold cell, s | warm cells, median s [min, max] | warm, % of a 15-min budget |")
+    print(f"{len(cells)} null cells one after another ({wall:.0f} s); the first one builds the task's splits "
+          "and scores the base where this installation has not yet (its caches), the rest reuse them.\n")
+    print("| stage | first cell, s | later cells, median s [min, max] | later, % of a 15-min budget |")
     print("| --- | --- | --- | --- |")
     stages = [c.harness_seconds or {} for c in cells]
     warm = stages[1:] or stages
@@ -101,7 +101,7 @@ def main() -> None:
     print(f"| reports (per cell) | - | {reports:.2f} | {100 * reports / BUDGET_S:.2f} |")
     beyond = [sum(v for k, v in x.items() if k not in SCORING and k != "agent") + o for x, o in zip(warm, other)]
     med = statistics.median(beyond) + reports
-    print(f"\nOverhead beyond scoring and the agent (warm cell, with its report): {med:.1f} s = "
+    print(f"\nOverhead beyond scoring and the agent (a later cell, with its report): {med:.1f} s = "
           f"{100 * med / BUDGET_S:.1f}% of a 15-minute budget (target: at most 5%); plus {ray_start:.1f} s of "
           "Ray start once per run.")
 
