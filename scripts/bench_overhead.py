@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -28,21 +27,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_scoring import cpu_name  # noqa: E402 - the scripts folder, put on the path above
 
 BUDGET_S = 15 * 60
 SCORING = ("baseline", "judge")
 ORDER = ("data", "base_model", "features", "workspace", "baseline", "grader", "ray", "driver_model",
          "agent_process", "agent", "judge", "close")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def suite(task: str, n: int, cell_cpus: float, results: Path, name: str) -> tuple[float, list]:

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("hf", "vllm")
 
 
-def _cpu() -> str:
+def cpu_name() -> str:
+    """The CPU's model name, which every benchmark table states (scripts/bench_overhead.py too)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -127,7 +128,7 @@ def main() -> None:
                         f"{100 * greedy['ci_high']:+.1f}] |")
     same = all(runs[e][0]["splits"] == x["splits"] for e in ENGINES for x in runs[e][1:])
     setting = (f"task `{a.task}`, model `{a.model or 'its base'}`, splits {a.splits}, {a.rounds} rounds interleaved, "
-               f"{a.threads} torch threads, device {a.device}, {_cpu()}; every round gave each engine the same "
+               f"{a.threads} torch threads, device {a.device}, {cpu_name()}; every round gave each engine the same "
                f"scores: {'yes' if same else 'no'}")
     table = "\n".join(rows)
     print(setting)

@@ -277,8 +277,7 @@ def run_cell(cfg: CellConfig) -> CellResult:
             _record_environment(result, env, cfg, cell_dir)
         with timed(stages, "grader"):
             run = AgentRun.start(cfg, env, cell_dir, meter)
-        run.stages = stages
-        run.wait(result)
+        run.wait(result, stages)
         with timed(stages, "judge"):
             judge(cfg, env, run, result)
     except Exception as exc:  # noqa: BLE001 - a harness failure still leaves a readable result
@@ -358,7 +357,6 @@ class AgentRun:
     watched: list[Any] = field(default_factory=list)
     status: CellStatus | None = None
     reason: str = ""
-    stages: dict[str, float] = field(default_factory=dict)  # the cell's stage seconds, this stage's added
 
     @classmethod
     def start(cls, cfg: CellConfig, env: CellEnvironment, cell_dir: Path, meter: ComputeMeter) -> "AgentRun":
@@ -393,14 +391,14 @@ class AgentRun:
         run.watch = DecoyWatch(env.workspace, run.decoys, cell_dir / EVENTS_FILE, clock=run.grader.used_s).start()
         return run
 
-    def wait(self, result: CellResult) -> None:
+    def wait(self, result: CellResult, stages: dict[str, float]) -> None:
         """Run the agent to its end (it returns, crashes, or runs out of budget and grace), then
-        record what it cost and which submission the judge scores."""
+        record what it cost and which submission the judge scores; its steps' seconds go to `stages`."""
         cfg, env, grader, cell_dir = self.cfg, self.env, self.grader, self.cell_dir
         info(f"cell {cell_dir.name}: agent '{cfg.agent}' running (budget {env.budget.wall_seconds:.0f} s, "
              f"sandbox {cfg.sandbox}); trajectory in {cell_dir / 'trajectory.jsonl'}")
         agent_info, status, reason = _run_agent(cfg, cell_dir, env.workspace, grader, env.budget.wall_seconds,
-                                                env.budget.cpus, self.meter, self.stages)
+                                                env.budget.cpus, self.meter, stages)
         if agent_info.get("crash_by"):
             result.crash_by = agent_info.pop("crash_by")
         if not grader.alive():  # nothing in the harness stops it: the agent did
@@ -567,8 +565,7 @@ def _stop_at_limit(cell_dir: Path, grader: Any, meter: Any) -> str:
 
 
 def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, budget_s: float,
-               cpus: int, meter: Any, stages: dict[str, float] | None = None
-               ) -> tuple[dict[str, Any], CellStatus | None, str]:
+               cpus: int, meter: Any, stages: dict[str, float]) -> tuple[dict[str, Any], CellStatus | None, str]:
     """(agent summary, status so far, reason): crashed, budget_exceeded, or None for a clean finish.
     A crash's summary holds `crash_by`: "agent" when it raised or its process died (final: a suite
     never reruns it), "harness" when its process never started (a suite may rerun it)."""
@@ -579,7 +576,6 @@ def _run_agent(cfg: CellConfig, cell_dir: Path, workspace: Path, grader: Any, bu
     from rlbench.agents.base import agent_keys
     from rlbench.agents.model_server import ensure_driver
 
-    stages = {} if stages is None else stages
     with timed(stages, "ray"):
         ensure_ray(min_cpus=int(cfg.agent_cpus) + 1)
     try:  # an open driver model's server, shared by the run's cells: up before the budget's clock starts

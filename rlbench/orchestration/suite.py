@@ -261,11 +261,18 @@ def preflight(spec: RunSpec) -> tuple[list[CellConfig], dict[str, str]]:
     cells = expand(spec)
     for task, wave in sorted({(c.task, c.wave) for c in cells}):
         spec.check_task_device(load_task(task, [f"data.wave={wave}"] if wave else []))
-    for agent, options in sorted({(c.agent, json.dumps(c.agent_options, sort_keys=True, default=str)) for c in cells}):
-        check_agent(agent, json.loads(options))
+    for agent, options in distinct_agents(cells):
+        check_agent(agent, options)
     if any(c.sandbox == "bwrap" for c in cells):
         require_bwrap()
     return cells, suite_bases(cells)
+
+
+def distinct_agents(cells: list[CellConfig]) -> list[tuple[str, dict[str, Any]]]:
+    """Each (agent, agent_options) of the cells once, in a stable order: what is checked, or
+    started, once per suite rather than once per cell."""
+    keys = sorted({(c.agent, json.dumps(c.agent_options, sort_keys=True, default=str)) for c in cells})
+    return [(agent, json.loads(options)) for agent, options in keys]
 
 
 def _start_drivers(cells: list[CellConfig]) -> None:
@@ -273,8 +280,8 @@ def _start_drivers(cells: list[CellConfig]) -> None:
     the suite, so every cell shares them (one started by a cell would die with it)."""
     from rlbench.agents.model_server import ensure_driver
 
-    for agent, options in sorted({(c.agent, json.dumps(c.agent_options, sort_keys=True, default=str)) for c in cells}):
-        served = ensure_driver(agent, json.loads(options))
+    for agent, options in distinct_agents(cells):
+        served = ensure_driver(agent, options)
         if served is not None:
             info(f"driver model {served.model}: served on {served.device} at {served.base_url} "
                  f"(up in {served.start_s:.0f} s)")
