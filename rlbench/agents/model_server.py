@@ -232,7 +232,7 @@ class ModelServer:
                     if r.status == 200:
                         break
             except OSError:
-                pass
+                pass  # not listening yet: asked again in a second
             time.sleep(1.0)
         else:
             self.stop()
