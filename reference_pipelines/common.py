@@ -7,9 +7,10 @@ harness alone scores on test and heldout.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -51,10 +52,15 @@ class PipelineConfig:
     # checkpoint as at the end (a run that fits a time budget instead of being killed by it)
     max_seconds: float = 0.0
     device: str = "cpu"
-    # fp32 | bf16 | auto, learner and rollout alike (rlbench/engines/precision.py): bf16 steps ~1.9x
-    # faster here but its arith-grpo heldout gains were a third of fp32's (docs/benchmarks.md)
+    # fp32 | bf16 | auto, learner and rollout alike; auto: the faster on this machine, measured
+    # (rlbench/engines/kernel_choice.py). bf16 steps ~1.9x faster on an AMX Xeon but its
+    # arith-grpo heldout gains were a third of fp32's (docs/benchmarks.md), so fp32 is the default
     precision: str = "fp32"
-    attention: str = "auto"  # auto | eager | sdpa
+    attention: str = "auto"  # auto (measured) | eager | sdpa
+    # none | cosine: the learning rate falls from lr to lr * lr_min_ratio along a half cosine over
+    # the run, measured in steps or, with max_seconds, in time, whichever is further along
+    lr_decay: str = "none"
+    lr_min_ratio: float = 0.1
     train_limit: int = 0  # train on the first N train items only (0: all); a design's preprocessing
     dedupe: bool = False  # drop train items whose prompt repeats an earlier one
 
@@ -74,6 +80,8 @@ class PipelineConfig:
         check(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 (0: no dev evaluation)")
         check(self.train_limit >= 0, "train_limit", self.train_limit, ">= 0 (0: all train items)")
         check(self.max_seconds >= 0, "max_seconds", self.max_seconds, ">= 0 (0: no time limit)")
+        check(self.lr_decay in ("none", "cosine"), "lr_decay", self.lr_decay, "none, cosine")
+        check(0 <= self.lr_min_ratio <= 1, "lr_min_ratio", self.lr_min_ratio, "in [0, 1]")
 
     def sampling(self, n: int, seed: int, task: Any) -> SamplingParams:
         """The rollout settings of every pipeline: `n` samples per prompt at this config's
@@ -244,12 +252,16 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
 class Rollout:
     """The rollout engine in-process (colocated) or as a Ray actor; one call shape for both."""
 
-    def __init__(self, model: str, cfg: PipelineConfig):
+    def __init__(self, model: str, cfg: PipelineConfig, learner: Any = None):
+        """`learner`: compute with its precision and attention (what `auto` resolved to), so the
+        rollout samples from the same numbers the learner trains."""
         from rlbench.engines.rollout import RolloutEngine
 
         self.placement = cfg.placement
+        precision, attention = ((learner.kernels.precision, learner.kernels.attention) if learner is not None
+                                else (cfg.precision, cfg.attention))
         kwargs = dict(backend=cfg.rollout_backend, need_in_place_update=True, device=cfg.device,
-                      precision=cfg.precision, attention=cfg.attention)
+                      precision=precision, attention=attention)
         if cfg.placement == "actors":
             import ray
 
@@ -331,6 +343,7 @@ class RunContext:
     log: "StepLog"
     history: list[dict[str, Any]]
     stopped_by: str = "steps"
+    base_lr: float = 0.0  # the learner's starting learning rate (a schedule scales it)
 
     def end_step(self, rec: dict[str, Any], rollout: "Rollout | None", bar: Any, sync_before_eval: bool) -> bool:
         """The end of every step of every pipeline: dev accuracy every `eval_every` steps (after a
@@ -338,7 +351,12 @@ class RunContext:
         intermediate checkpoint every `save_every` steps. True when `max_seconds` has passed: the
         loop stops there."""
         cfg, step = self.cfg, rec["step"]
-        late = bool(cfg.max_seconds) and time.monotonic() - self.started >= cfg.max_seconds
+        elapsed = time.monotonic() - self.started
+        late = bool(cfg.max_seconds) and elapsed >= cfg.max_seconds
+        if cfg.lr_decay == "cosine":
+            done = min(1.0, max(step / cfg.steps, elapsed / cfg.max_seconds if cfg.max_seconds else 0.0))
+            rec["lr"] = self.base_lr * (cfg.lr_min_ratio + (1 - cfg.lr_min_ratio) * 0.5 * (1 + math.cos(math.pi * done)))
+            self.learner.set_lr(rec["lr"])
         if late:
             self.stopped_by = "max_seconds"
         if rollout is not None and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps or late):
@@ -367,7 +385,7 @@ class RunContext:
         summary = {"algorithm": self.algo, "task": self.cfg.task, "model": self.cfg.model or self.task.model.base,
                    "seed": self.cfg.seed, "steps": history[-1]["step"] if history else 0, "steps_planned": self.cfg.steps,
                    "stopped_by": self.stopped_by, "seconds": round(time.monotonic() - self.started, 1),
-                   "checkpoint": str(ckpt),
+                   "checkpoint": str(ckpt), "kernels": asdict(self.learner.kernels),
                    "dev_greedy": [(h["step"], h["dev_greedy"]) for h in history if "dev_greedy" in h], **extra}
         if history and "reward_mean" in history[0]:
             tail = history[-50:]
@@ -402,7 +420,8 @@ def start_run(algo: str, cfg: PipelineConfig, reference_model: bool, lr: float |
     learner = Learner(model_path, LearnerConfig(zero_stage=cfg.zero_stage, lr=lr or cfg.lr, reference_model=reference_model,
                                                 precision=cfg.precision, attention=cfg.attention), device=cfg.device)
     out = default_out(algo, cfg)
-    return RunContext(algo, cfg, task, data, model_path, out, learner, time.monotonic(), StepLog(out), [])
+    return RunContext(algo, cfg, task, data, model_path, out, learner, time.monotonic(), StepLog(out), [],
+                      base_lr=lr or cfg.lr)
 
 
 __all__ = ["PipelineConfig", "VisibleData", "visible_data", "preprocess", "prompt_batches", "SequenceBatch", "tool_args",

@@ -3,18 +3,21 @@
 
 1. Rollout tokens/s: the HF backend against the vLLM backend, sampled and greedy, in fp32 and bf16,
    with each engine's start time (an `LLM` starts in tens of seconds, HF in one or two).
-2. GRPO: samples/s and seconds per step of reference_pipelines/grpo against TRL's GRPOTrainer
+2. GRPO (`grpo`): seconds per step of reference_pipelines/grpo with each rollout backend.
+3. TRL (`trl`): samples/s of reference_pipelines/grpo against TRL's GRPOTrainer
    (`pip install -e .[bench]`), at equal group size, batch, max new tokens, steps, threads and KL
    coefficient, in fp32 and in bf16 for both (TRL: `bf16=True`, ours: `precision=bf16`), so every
-   ratio compares like with like.
+   ratio compares like with like. Ours picks its attention kernel by measurement
+   (rlbench/engines/kernel_choice.py); `auto` adds ours at `precision=auto` (precision measured too)
+   against TRL at its default, bf16.
 
-Each measurement runs in its own subprocess (nothing shared, nothing warm), one after another.
-Prints a table with the ratios and writes it to docs/benchmarks.md.
+Each measurement runs in its own subprocess (nothing shared, nothing warm). Noise on a shared
+machine moves one run by more than the engines differ (measured: ours/TRL 0.16x in one pass and
+0.83x in the next), so the sides are interleaved: each of `--repeats` rounds runs every side once,
+the order reversed every other round (ABBA...), a ratio is taken within its round, and the table
+shows medians with their range. It names the CPU and is appended to docs/benchmarks.md.
 
-    .venv/bin/python scripts/bench_engines.py --model arith-m --steps 30
-
-`--parts rollout,grpo` leaves TRL out (`trl` is the third part); reference GRPO is measured with
-each rollout backend.
+    .venv/bin/python scripts/bench_engines.py --model arith-m --steps 30 --repeats 5 --parts trl,auto
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -96,11 +100,13 @@ def child_ours(a: argparse.Namespace, backend: str = "hf") -> dict:
     cfg = GRPOConfig(task="arith-grpo", model=a.model, steps=a.steps, batch_prompts=a.prompts, group_size=a.group,
                      max_new_tokens=a.max_new, num_threads=a.threads, eval_every=0, kl_coef=0.04, out=str(out),
                      precision=a.precision, rollout_backend=backend)
-    run(cfg)
+    summary = run(cfg)
     steps = [json.loads(l) for l in (out / "steps.jsonl").read_text().splitlines()]
     steps = steps[1:]  # first step includes one-off warm-up
     secs = sum(s["step_time"] for s in steps)
-    return {"samples_per_s": len(steps) * a.prompts * a.group / secs, "s_per_step": secs / len(steps)}
+    k = summary["kernels"]
+    return {"samples_per_s": len(steps) * a.prompts * a.group / secs, "s_per_step": secs / len(steps),
+            "kernels": f"{k['precision']}/{k['attention']} ({a.precision})"}
 
 
 def child_trl(a: argparse.Namespace) -> dict:
@@ -145,6 +151,38 @@ def child_trl(a: argparse.Namespace) -> dict:
     return {"samples_per_s": len(steps) * a.prompts * a.group / secs, "s_per_step": secs / len(steps)}
 
 
+# each comparison: (label, precision label, side A, side B, key, A is better when larger)
+Side = tuple[str, str]  # (child kind, precision)
+
+
+def comparisons(parts: set[str]) -> list[tuple[str, str, Side, Side, str, bool]]:
+    rows: list[tuple[str, str, Side, Side, str, bool]] = []
+    if "rollout" in parts:
+        for p in ("fp32", "bf16"):
+            for mode in ("sampled", "greedy"):
+                rows.append((f"rollout tokens/s, {mode}: HF backend vs vLLM backend", p, ("rollout-hf", p),
+                             ("rollout-vllm", p), f"{mode}_tokens_per_s", True))
+            rows.append(("engine start, s: HF backend vs vLLM backend", p, ("rollout-hf", p), ("rollout-vllm", p),
+                         "start_s", False))
+        rows.append(("rollout tokens/s: HF backend bf16 vs fp32", "bf16 / fp32", ("rollout-hf", "bf16"),
+                     ("rollout-hf", "fp32"), "tokens_per_s", True))
+    if "grpo" in parts:
+        rows.append(("GRPO seconds/step: ours, HF rollouts vs vLLM rollouts", "fp32", ("grpo-ours", "fp32"),
+                     ("grpo-ours-vllm", "fp32"), "s_per_step", False))
+    if "trl" in parts:
+        for p in ("fp32", "bf16"):
+            rows.append(("GRPO samples/s: ours vs TRL GRPOTrainer", p, ("grpo-ours", p), ("grpo-trl", p),
+                         "samples_per_s", True))
+    if "auto" in parts:  # ours with the kernels it measures itself against TRL at its own default (bf16)
+        rows.append(("GRPO samples/s: ours (precision=auto, measured) vs TRL GRPOTrainer (bf16, its default)",
+                     "auto / bf16", ("grpo-ours", "auto"), ("grpo-trl", "bf16"), "samples_per_s", True))
+    return rows
+
+
+def _median_range(xs: list[float], spec: str) -> str:
+    return f"{format(statistics.median(xs), spec)} [{format(min(xs), spec)}-{format(max(xs), spec)}]"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="arith-m")
@@ -153,10 +191,11 @@ def main() -> None:
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--max-new", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5, help="rounds; each round runs every side once, ABAB...")
     p.add_argument("--child", default="")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="(children only)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"], help="(children only)")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    p.add_argument("--parts", default="rollout,grpo,trl", help="which of rollout, grpo, trl to measure")
+    p.add_argument("--parts", default="rollout,grpo,trl,auto", help="which of rollout, grpo, trl, auto to measure")
     a = p.parse_args()
     if a.child:
         import os
@@ -167,70 +206,61 @@ def main() -> None:
               "grpo-trl": lambda: child_trl(a)}[a.child]
         print("RESULT " + json.dumps(fn()), flush=True)
         return
+    parts = set(a.parts.split(","))
+    unknown = parts - {"rollout", "grpo", "trl", "auto"}
+    if unknown or a.repeats < 1:
+        p.error(f"--parts: unknown {sorted(unknown)}" if unknown else "--repeats must be >= 1")
+    if parts & {"trl", "auto"}:
+        import importlib.util
+
+        if importlib.util.find_spec("trl") is None:
+            p.error("the trl and auto parts need TRL: pip install -e .[bench]")
+
+    from bench_scoring import cpu_name  # noqa: E402 - this script's folder is on sys.path
 
     from rlbench.models.zoo import model_meta, resolve_model
 
     meta = model_meta(Path(resolve_model(a.model).location)) or {}
-    parts = set(a.parts.split(","))
-    runs = [(k, p) for k, p in [("rollout-hf", "fp32"), ("rollout-hf", "bf16"), ("rollout-vllm", "fp32"),
-                                ("rollout-vllm", "bf16")] if "rollout" in parts]
-    runs += [(k, p) for k, p in [("grpo-ours", "fp32"), ("grpo-ours", "bf16"), ("grpo-ours-vllm", "fp32")]
-             if "grpo" in parts]
-    runs += [(k, p) for k, p in [("grpo-trl", "fp32"), ("grpo-trl", "bf16")] if "trl" in parts]
-    res = {}
-    for kind, precision in runs:
-        print(f"measuring {kind} {precision} ...", flush=True)
-        res[(kind, precision)] = _child(kind, a, precision)
+    rows = comparisons(parts)
+    sides: list[Side] = list(dict.fromkeys(side for r in rows for side in (r[2], r[3])))
+    # ABAB...: every round measures every side once, in alternating order, so slow drift in the
+    # machine's load reaches both sides of a ratio alike; a ratio is taken within its round
+    res: dict[Side, list[dict]] = {side: [] for side in sides}
+    for rnd in range(a.repeats):
+        for side in (sides if rnd % 2 == 0 else sides[::-1]):
+            print(f"round {rnd + 1}/{a.repeats}: {side[0]} {side[1]} ...", flush=True)
+            res[side].append(_child(side[0], a, side[1]))
 
-    def fmt(r: dict, key: str, spec: str = ".0f") -> str:
-        return format(r[key], spec) if key in r else f"n/a ({r.get('error', '?')})"
+    def cell(side: Side, key: str, spec: str) -> str:
+        vals = [r[key] for r in res[side] if key in r]
+        if not vals:
+            return f"n/a ({next((r['error'] for r in res[side] if 'error' in r), '?')})"
+        return _median_range(vals, spec)
 
-    def ratio(x: dict, y: dict, key: str, invert: bool = False) -> str:
-        if key not in x or key not in y:
-            return "n/a"
-        return f"{(y[key] / x[key]) if invert else (x[key] / y[key]):.2f}x"
-
+    table = ["| measure | precision | rlbench, median [range] | other, median [range] | ratio, median [range] |",
+             "| --- | --- | --- | --- | --- |"]
+    for label, prec, side_a, side_b, key, larger_better in rows:
+        spec = ".3f" if key == "s_per_step" else ".1f" if key in ("start_s", "samples_per_s") else ".0f"
+        ratios = [(x[key] / y[key]) if larger_better else (y[key] / x[key])
+                  for x, y in zip(res[side_a], res[side_b]) if key in x and key in y]
+        ratio = _median_range(ratios, ".2f") + ("x" if larger_better else "x faster") if ratios else "n/a"
+        table.append(f"| {label} | {prec} | {cell(side_a, key, spec)} | {cell(side_b, key, spec)} | {ratio} |")
+    picks = sorted({r["kernels"] for side in sides for r in res[side] if r.get("kernels")})
     setting = (f"model `{a.model}` ({meta.get('parameters', 0):,} parameters), {a.prompts} prompts x {a.group} "
                f"completions, max {a.max_new} new tokens, {a.steps} steps, {a.threads} torch threads, KL coefficient "
-               f"0.04, {platform.processor() or platform.machine()}, python {platform.python_version()}")
-    rows = ["| measure | precision | rlbench | other | ratio (rlbench / other) |", "| --- | --- | --- | --- | --- |"]
-    if "rollout" in parts:
-        for precision in ("fp32", "bf16"):
-            hf, vl = res[("rollout-hf", precision)], res[("rollout-vllm", precision)]
-            for mode in ("sampled", "greedy"):
-                key = f"{mode}_tokens_per_s"
-                rows.append(f"| rollout tokens/s, {mode}: HF backend vs vLLM backend | {precision} | {fmt(hf, key)} | "
-                            f"{fmt(vl, key)} | {ratio(hf, vl, key)} |")
-            rows.append(f"| engine start, s: HF backend vs vLLM backend | {precision} | {fmt(hf, 'start_s', '.1f')} | "
-                        f"{fmt(vl, 'start_s', '.1f')} | {ratio(hf, vl, 'start_s', invert=True)} faster |")
-        hf32, hf16 = res[("rollout-hf", "fp32")], res[("rollout-hf", "bf16")]
-        rows.append(f"| rollout tokens/s: HF backend bf16 vs fp32 | bf16 / fp32 | {fmt(hf16, 'tokens_per_s')} | "
-                    f"{fmt(hf32, 'tokens_per_s')} | {ratio(hf16, hf32, 'tokens_per_s')} |")
-    if "grpo" in parts:
-        o, v = res[("grpo-ours", "fp32")], res[("grpo-ours-vllm", "fp32")]
-        rows.append(f"| GRPO seconds/step: ours, HF rollouts vs vLLM rollouts | fp32 | {fmt(o, 's_per_step', '.3f')} | "
-                    f"{fmt(v, 's_per_step', '.3f')} | {ratio(o, v, 's_per_step', invert=True)} faster |")
-    for ours_p, trl_p in (("fp32", "fp32"), ("bf16", "bf16"), ("bf16", "fp32")):
-        if not {"grpo", "trl"} <= parts:
-            break
-        o, t = res[("grpo-ours", ours_p)], res[("grpo-trl", trl_p)]
-        label = ours_p if ours_p == trl_p else f"{ours_p} / {trl_p}"
-        rows.append(f"| GRPO samples/s: ours vs TRL GRPOTrainer | {label} | {fmt(o, 'samples_per_s', '.1f')} | "
-                    f"{fmt(t, 'samples_per_s', '.1f')} | {ratio(o, t, 'samples_per_s')} |")
-        rows.append(f"| GRPO seconds/step: ours vs TRL GRPOTrainer | {label} | {fmt(o, 's_per_step', '.3f')} | "
-                    f"{fmt(t, 's_per_step', '.3f')} | {ratio(o, t, 's_per_step', invert=True)} faster |")
-    table = "\n".join(rows)
+               f"0.04, {a.repeats} rounds interleaved, {cpu_name()}, python {platform.python_version()}")
+    if picks:
+        setting += f"; kernels ours picked by measurement: {', '.join(picks)}"
+    text = "\n".join(table)
     print(setting)
-    print(table)
+    print(text)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     section = (f"\n## Engines, measured {stamp}\n\nSetting: {setting}.\n\n"
-               f"Command: `.venv/bin/python scripts/bench_engines.py --model {a.model} --steps {a.steps}"
-               f"{'' if a.parts == 'rollout,grpo,trl' else ' --parts ' + a.parts}`\n\n"
-               f"{table}\n")
+               f"Command: `.venv/bin/python scripts/bench_engines.py --model {a.model} --steps {a.steps} "
+               f"--repeats {a.repeats} --parts {a.parts}`\n\n{text}\n")
     out = Path(a.out)
     head = "# rlbench benchmarks\n\nSpeed measured by `scripts/bench_engines.py`; each run appends a section.\n"
-    text = out.read_text() if out.exists() else head
-    out.write_text(text + section)
+    out.write_text((out.read_text() if out.exists() else head) + section)
     print(f"written: {out}")
 
 

@@ -160,7 +160,9 @@ def test_learner_zero_stages_save_and_reload(tiny_path, tmp_path, precision):
         learner.engine.eval()
         after = float((learner.logprobs(seq.input_ids, seq.attention_mask) * seq.mask).sum())
         ref = float((learner.logprobs(seq.input_ids, seq.attention_mask, reference=True) * seq.mask).sum())
-        assert after > before and abs(ref - before) < 1e-5, (stage, before, after, ref)
+        # the reference is the starting policy: equal in fp32; in bf16, SDPA's training and inference
+        # paths round differently (measured 1.2e-3 on this sum), so within bf16's precision
+        assert after > before and abs(ref - before) < (1e-5 if precision == "fp32" else 1e-2), (stage, before, after, ref)
         path = learner.save(tmp_path / f"{precision}-stage{stage}")
         reloaded = AutoModelForCausalLM.from_pretrained(path)
         # the checkpoint holds the fp32 master weights, not the bf16 copies the module computes with
@@ -235,3 +237,20 @@ def test_shared_prefix_logprobs_equal_full_sequences_values_and_gradients(tiny_p
         loss.backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     assert torch.allclose(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_set_lr_reaches_the_optimizer_under_deepspeeds_wrappers(tiny_path, precision):
+    learner = Learner(tiny_path, LearnerConfig(lr=1e-2, reference_model=False, precision=precision))
+    seq = build_sequences(learner.tokenizer, ["1+1="], [learner.tokenizer("2", add_special_tokens=False)["input_ids"]], 4)
+
+    def step():
+        learner.train_step(lambda lrn: (-(lrn.logprobs(seq.input_ids, seq.attention_mask) * seq.mask).sum(), {}))
+        return {k: v.clone() for k, v in learner.master_state_dict().items()}
+
+    before = {k: v.clone() for k, v in learner.master_state_dict().items()}
+    learner.set_lr(0.0)
+    frozen = step()
+    assert all(torch.equal(before[k], frozen[k]) for k in before)  # lr 0: AdamW moves nothing
+    learner.set_lr(1e-2)
+    assert any(not torch.equal(frozen[k], v) for k, v in step().items())

@@ -294,7 +294,8 @@ def test_killed_or_raising_agent_is_crashed_not_hung(tmp_path, ray_cluster):
 @needs_bwrap
 def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_cluster):
     attempts = [{"steps": 1, "lr": -1.0},  # an invalid setting: the run fails, the agent retries
-                {"steps": 12, "batch_prompts": 4, "group_size": 4, "eval_every": 0}]
+                # SFT on the train answers first (train.py's warm start), then GRPO from its checkpoint
+                {"sft_steps": 4, "steps": 12, "batch_prompts": 4, "group_size": 4, "eval_every": 0}]
     r = _cell(tmp_path, "reference", agent_options={"attempts": attempts, "reserve_s": 5})
     assert r.status == "ok" and r.sandboxed, r
     cell = Path(r.cell_dir)
@@ -304,6 +305,12 @@ def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_
     assert not steps[3]["ok"] and "lr" in steps[3]["result"]["stderr"]
     assert steps[4]["ok"] and steps[-1]["args"]["path"] == "runs/attempt2/checkpoint"
     assert (cell / "workspace" / "runs" / "attempt2" / "steps.jsonl").exists()
+    sft = cell / "workspace" / "runs" / "attempt2" / "sft"
+    assert len((sft / "steps.jsonl").read_text().splitlines()) == 4
+    summary = json.loads((cell / "workspace" / "runs" / "attempt2" / "summary.json").read_text())
+    assert summary["model"].endswith("runs/attempt2/sft/checkpoint"), summary["model"]
+    assert "sft_steps=4" in steps[-1]["args"]["recipe"] and "steps=12" in steps[-1]["args"]["recipe"]
+    assert "'lr': " in steps[4]["result"]["stdout"]  # the size rule set the learning rate train.py ran with
     from rlbench.record import Snapshots
 
     log = Snapshots(cell / "snapshots.git", cell / "workspace").log()

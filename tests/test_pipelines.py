@@ -2,6 +2,7 @@
 checkpoint and a step log; GRPO on the S model really raises its training reward."""
 
 import json
+import math
 import statistics
 
 import pytest
@@ -96,3 +97,28 @@ def test_max_seconds_stops_a_run_and_keeps_its_checkpoint(tmp_path):
     assert summary["stopped_by"] == "max_seconds" and 1 <= summary["steps"] < 500 == summary["steps_planned"]
     assert len(_steps(out)) == summary["steps"]
     AutoModelForCausalLM.from_pretrained(out / "checkpoint")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cosine_decay_sets_the_optimizers_learning_rate_by_steps(tmp_path, precision):
+    out = tmp_path / "decay"
+    cfg = load_pipeline_config("grpo", TINY + ["steps=5", "batch_prompts=4", "group_size=2", "eval_every=0", "lr=1e-3",
+                                               "lr_decay=cosine", "lr_min_ratio=0.2", f"precision={precision}",
+                                               f"out={out}"])
+    run_pipeline("grpo", cfg)
+    lrs = [s["lr"] for s in _steps(out)]
+    assert lrs == sorted(lrs, reverse=True) and lrs[0] < 1e-3
+    assert lrs[-1] == pytest.approx(2e-4)  # the last step ends at lr * lr_min_ratio
+    assert lrs[2] == pytest.approx(1e-3 * (0.2 + 0.8 * 0.5 * (1 + math.cos(math.pi * 3 / 5))))
+    with pytest.raises(ConfigError, match="lr_decay"):
+        load_pipeline_config("grpo", TINY + ["lr_decay=linear"])
+
+
+def test_cosine_decay_follows_time_when_the_run_is_boxed(tmp_path):
+    out = tmp_path / "timed"
+    cfg = load_pipeline_config("grpo", TINY + ["steps=100000", "batch_prompts=4", "group_size=2", "eval_every=0",
+                                               "lr_decay=cosine", "max_seconds=3", f"out={out}"])
+    run_pipeline("grpo", cfg)
+    steps = _steps(out)
+    # by steps the decay would have barely begun; by time it reaches the floor as the box closes
+    assert steps[-1]["lr"] == pytest.approx(cfg.lr * cfg.lr_min_ratio, rel=0.05)

@@ -57,7 +57,7 @@ def build_pairs(rollout: Rollout, task: Any, items: list[dict[str, Any]], cfg: D
 def run(cfg: DPOConfig) -> dict[str, Any]:
     ctx = start_run("dpo", cfg, reference_model=True)
     task, data, model_path, out, learner = ctx.task, ctx.data, ctx.model_path, ctx.out, ctx.learner
-    rollout = Rollout(model_path, cfg)
+    rollout = Rollout(model_path, cfg, learner)
     if cfg.pairs:
         pairs = [json.loads(line) for line in Path(cfg.pairs).read_text().splitlines() if line.strip()]
     else:

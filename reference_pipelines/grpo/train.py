@@ -41,7 +41,7 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
 
     ctx = start_run("grpo", cfg, reference_model=cfg.kl_coef > 0, tools=True)
     task, data, model_path, learner = ctx.task, ctx.data, ctx.model_path, ctx.learner
-    rollout = Rollout(model_path, cfg)
+    rollout = Rollout(model_path, cfg, learner)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
     with track(f"grpo {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):

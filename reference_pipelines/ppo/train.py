@@ -61,7 +61,7 @@ def run(cfg: PPOConfig) -> dict[str, Any]:
     # the critic computes in the learner's precision (fp32 masters either way)
     critic = deepspeed_engine(ValueModel(model_path, learner.attention),
                               LearnerConfig(zero_stage=cfg.zero_stage, lr=cfg.critic_lr), learner.dtype)
-    rollout = Rollout(model_path, cfg)
+    rollout = Rollout(model_path, cfg, learner)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
     with track(f"ppo {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):

@@ -21,7 +21,7 @@ class SFTConfig(PipelineConfig):
 def run(cfg: SFTConfig) -> dict[str, Any]:
     ctx = start_run("sft", cfg, reference_model=False, tools=True)
     data, model_path, learner = ctx.data, ctx.model_path, ctx.learner
-    rollout = Rollout(model_path, cfg) if cfg.eval_every else None
+    rollout = Rollout(model_path, cfg, learner) if cfg.eval_every else None
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
     with track(f"sft {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):

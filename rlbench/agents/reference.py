@@ -37,21 +37,63 @@ from rlbench.agents.base import Agent
 if TYPE_CHECKING:
     from rlbench.harness.tools import ToolBox
 
-TRAIN_PY = '''"""GRPO on this workspace (written by the reference agent)."""
+TRAIN_PY = '''"""GRPO on this workspace (written by the reference agent).
+
+    python train.py [sft_steps=N] [any GRPO setting=value ...]
+
+sft_steps: first N steps of SFT on the train answers, then GRPO from that checkpoint; with
+max_seconds, the SFT's time comes out of the same box."""
 import json
+import math
 import sys
+import time
+from pathlib import Path
+
+from safetensors import safe_open
 
 from rlbench import sdk
 from reference_pipelines.registry import load_pipeline_config, run_pipeline
 
-print(f"train {len(sdk.train())} items, dev {len(sdk.dev())}, reward {sdk.task().reward.name}", flush=True)
-cfg = load_pipeline_config("{algo}", ["task=" + str(sdk.root()), *sys.argv[1:]])
+
+def parameters(folder):
+    n = 0
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        with safe_open(str(path), "pt") as f:
+            n += sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+    return n
+
+
+opts = dict(a.split("=", 1) for a in sys.argv[1:])
+sft_steps = int(opts.pop("sft_steps", 0))
+n = parameters(sdk.model_path())
+# one rule for every size: learning rates set at the S model's 0.67M parameters, scaled as
+# 1/sqrt(parameters) (M, 5.1M: x0.36; a 0.5B model: x0.037), so the recipe carries to the scale model
+scale = math.sqrt(669_312 / n) if n else 1.0
+opts.setdefault("lr", f"{3e-4 * scale:.3g}")
+print(f"train {len(sdk.train())} items, dev {len(sdk.dev())}, reward {sdk.task().reward.name}, {n:,} parameters, "
+      f"sft_steps {sft_steps}, settings {opts}", flush=True)
+root = "task=" + str(sdk.root())
+if sft_steps:
+    t0 = time.monotonic()
+    out = opts.get("out", "runs/train")
+    sft = load_pipeline_config("sft", [root, f"steps={sft_steps}", f"lr={5e-4 * scale:.3g}", "eval_every=0",
+                                       f"seed={opts.get('seed', 0)}", f"out={out}/sft"])
+    opts["model"] = run_pipeline("sft", sft)["checkpoint"]
+    if float(opts.get("max_seconds", 0)):
+        opts["max_seconds"] = str(max(30, int(float(opts["max_seconds"]) - (time.monotonic() - t0))))
+cfg = load_pipeline_config("{algo}", [root, *(f"{k}={v}" for k, v in opts.items())])
 summary = run_pipeline("{algo}", cfg)
 print(json.dumps({{k: summary[k] for k in ("steps", "seconds", "checkpoint", "dev_greedy")}}))
 '''
 
+# `train_seconds`: the run's own time box (its max_seconds, within what the budget leaves); steps
+# is then only a ceiling. With rewards from the endpoint, steps are also capped by the queries left.
+# `sft_steps` (train.py's own): where train items carry answers, SFT on them first, then GRPO from
+# there, in the same box (docs/benchmarks.md, "Reference RL effectiveness"). `save_every`: the
+# harness refuses a checkpoint whose weights drifted too far from the base (lineage), and long runs
+# come near that limit; the agent then submits the latest saved step that passes.
 ATTEMPTS: list[dict[str, Any]] = [
-    {"steps": 500},
+    {"sft_steps": 300, "steps": 5000, "train_seconds": 300, "save_every": 400},
     {"steps": 300, "lr": 1.5e-4, "batch_prompts": 8},
     {"steps": 150, "lr": 1e-4, "batch_prompts": 8, "group_size": 4},
 ]
@@ -226,8 +268,16 @@ class ReferenceAgent(Agent):
             if left <= reserve:
                 break
             out = f"runs/attempt{i}"
+            settings = dict(settings)
+            if command != "python train.py" or algo != "grpo" or "answer" not in first:
+                settings.pop("sft_steps", None)  # only the written train.py warms up, and only on answers
             # the run stops itself in time to save its checkpoint: start-up and the save fit the margin
-            box = {"max_seconds": int(max(30.0, left - reserve - 45))} if "max_seconds" not in settings else {}
+            box_s = max(30.0, left - reserve - 45)
+            if "train_seconds" in settings:
+                box_s = min(box_s, float(settings.pop("train_seconds")))
+            box = {"max_seconds": int(box_s)} if "max_seconds" not in settings else {}
+            if (task.get("reward") or {}).get("access") == "endpoint":
+                settings.update(self._query_cap(tools, settings))
             args = " ".join(f"{k}={v}" for k, v in {**settings, **box, "out": out}.items())
             run = tools.exec(f"{command} {args} seed={self.options.get('seed', 0)}", timeout=left - reserve)
             if not run["ok"]:
@@ -240,13 +290,44 @@ class ReferenceAgent(Agent):
                 continue  # trained but did not learn
             if max_kl and not self._within_kl(tools, f"{out}/checkpoint", max_kl, reserve):
                 continue  # the next attempt holds the policy closer to the base
-            sub = tools.submit(f"{out}/checkpoint", recipe=f"{command} {args} seed={{seed}}")
+            sub = tools.submit(f"{out}/checkpoint", recipe=f"{command} {self._recipe(settings, box, info, out)} seed={{seed}}")
+            every = int(settings.get("save_every", 0))
+            if not sub.get("ok") and "lineage" in str(sub.get("reason", "")) and every:
+                # too far from the base: the latest saved step that the harness takes (each one the
+                # same run stopped earlier, so its recipe names that step)
+                for step in list(range(int(info["steps"]) // every * every, 0, -every))[:3]:
+                    at = {"stopped_by": "max_seconds", "steps": step}
+                    sub = tools.submit(f"{out}/checkpoint-{step}",
+                                       recipe=f"{command} {self._recipe(settings, box, at, out)} seed={{seed}}")
+                    if sub.get("ok") or "lineage" not in str(sub.get("reason", "")):
+                        break
             if sub.get("ok"):
                 if base_dev and base_dev.get("ok") and sub.get("dev") is not None:
                     self._claim(tools, base_dev, sub)
                 return
         if not base_dev:
             tools.submit("model")
+
+    @staticmethod
+    def _recipe(settings: dict[str, Any], box: dict[str, Any], info: dict[str, Any], out: str) -> str:
+        """The settings as a rerun should take them: a run stopped by its time box did as many
+        steps as this machine managed, so the recipe names those steps and keeps a looser box (twice
+        the run's) only as a guard: a rerun as fast as this one does the same steps and reproduces
+        the checkpoint, and one on a larger model stops by time."""
+        if info.get("stopped_by") == "max_seconds" and box:
+            settings = {**settings, "steps": int(info["steps"])}
+            box = {"max_seconds": 2 * int(box["max_seconds"])}
+        return " ".join(f"{k}={v}" for k, v in {**settings, **box, "out": out}.items())
+
+    @staticmethod
+    def _query_cap(tools: Any, settings: dict[str, Any]) -> dict[str, Any]:
+        """With rewards from the endpoint, no more steps than 90% of the queries left pay for
+        (each step asks for batch_prompts x group_size rewards): a run that exhausts them fails."""
+        left = tools.status().get("reward_queries_left")
+        if left is None:
+            return {}
+        per_step = int(settings.get("batch_prompts", 16)) * int(settings.get("group_size", 8))
+        return {"steps": max(1, min(int(settings.get("steps", 500)), int(0.9 * left) // per_step))}
 
     @staticmethod
     def _within_kl(tools: Any, checkpoint: str, max_kl: float, reserve: float) -> bool:

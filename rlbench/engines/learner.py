@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from rlbench.config.core import check
-from rlbench.engines.precision import resolve_attention, resolve_dtype
+from rlbench.engines.kernel_choice import choose_kernels
 
 
 @dataclass
@@ -30,8 +30,8 @@ class LearnerConfig:
     beta2: float = 0.99
     grad_clip: float = 1.0
     reference_model: bool = True  # keep a frozen copy for KL
-    precision: str = "fp32"  # fp32 | bf16 | auto (rlbench/engines/precision.py says what auto picks)
-    attention: str = "auto"  # auto | eager | sdpa
+    precision: str = "fp32"  # fp32 | bf16 | auto (measured: rlbench/engines/kernel_choice.py)
+    attention: str = "auto"  # auto (measured) | eager | sdpa
 
     def validate(self) -> None:
         from rlbench.engines.precision import ATTENTION, PRECISIONS
@@ -133,8 +133,9 @@ class Learner:
         self.cfg = cfg or LearnerConfig()
         self.cfg.validate()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.dtype = resolve_dtype(self.cfg.precision, self.device)
-        self.attention = resolve_attention(self.cfg.attention, self.dtype, self.device)
+        # `auto` is measured on this machine (rlbench/engines/kernel_choice.py), not ruled
+        self.kernels = choose_kernels(model, self.cfg.precision, self.cfg.attention, self.device)
+        self.dtype, self.attention = self.kernels.dtype, self.kernels.attention
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         net = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32, attn_implementation=self.attention)
         self.ref = None
@@ -180,6 +181,12 @@ class Learner:
         self.engine.step()
         self.steps += 1
         return {"loss": float(loss.detach()), **stats}
+
+    def set_lr(self, lr: float) -> None:
+        """The learning rate of the next steps (a schedule's); every wrapper DeepSpeed puts around
+        the client optimizer shares its param groups."""
+        for group in self.engine.optimizer.param_groups:
+            group["lr"] = lr
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         """A CPU copy of the policy weights as the learner computes with them (bf16 or fp32), for

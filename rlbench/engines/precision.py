@@ -3,8 +3,10 @@
 Measured on this project's 2-core Xeon (AVX-512 + AMX): a [1408x256]x[256x768] matmul takes 3.0 ms
 in fp32 and 0.61 ms in bf16 (oneDNN uses AMX), and one GRPO learner step on the M model (128
 sequences of 11 tokens, forward + backward + AdamW) takes 0.50 s in fp32 with SDPA, 0.33 s in bf16
-with SDPA (its CPU bf16 backward is slow) and 0.19 s in bf16 with eager attention. So `auto` means
-bf16 where the hardware has native bf16 matmuls, and eager attention for bf16 on CPU. Training
+with SDPA (its CPU bf16 backward is slow) and 0.19 s in bf16 with eager attention. That rule (bf16
+where the hardware has native bf16 matmuls, eager attention for bf16 on CPU) did not carry to an AMD
+EPYC, so training no longer uses it for `auto`: rlbench/engines/kernel_choice.py measures the
+candidates on the machine at hand. The rule stays for GPUs and for naming a dtype. Training
 keeps fp32 master weights (DeepSpeed's bf16 mode) and saves fp32 checkpoints; the harness always
 evaluates in fp32, so a pipeline's precision never changes how a checkpoint is graded.
 

@@ -1,0 +1,139 @@
+"""Pick the training precision and attention kernel by measuring them on this machine.
+
+A fixed rule ("bf16 and eager attention where the CPU has native bf16") was tuned on one Intel
+Xeon with AMX, and from outside it did not hold: on an AMD EPYC (AVX-512 BF16, no AMX) our bf16
+GRPO step measured 0.16x TRL's in one run. Which kernel wins depends on the CPU, the model's shape,
+the batch and the thread count, so `precision=auto` / `attention=auto` time each candidate on the
+model's own architecture (random weights: the speed of a kernel does not depend on the values)
+with a learner-shaped batch, forward and backward, candidates interleaved (ABAB...) so that a load
+change on the machine hits all of them alike, and keep the fastest median.
+
+Only training asks for this (the learner, and the rollout engine that shares its weights); the
+harness scores every checkpoint in fp32 with the fixed rule, so a measurement never changes a
+grade. The result is cached under RLBENCH_HOME by everything that can change it (CPU, flags,
+torch version, threads, model config, candidates, batch), so a run pays for it once per machine:
+about a second on the zoo's S and M models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from rlbench.io import atomic_write_json, file_lock, read_json
+from rlbench.paths import home
+
+ROWS, TOKENS = 32, 16  # a quarter of an S/M learner batch (128 rows of ~11 tokens): the probe stays short
+BIG_ROWS = 4  # above BIG_PARAMS the probe keeps its batch small: it must stay a short measurement
+BIG_PARAMS = 50_000_000
+CPU_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx2")
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """What a training engine computes with, and why: `seconds` holds each measured candidate's
+    median seconds for one forward + backward (empty when nothing was measured)."""
+    precision: str  # fp32 | bf16
+    attention: str  # eager | sdpa
+    source: str  # given | rule | measured | cached
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.precision == "bf16" else torch.float32
+
+
+def cpu_identity() -> str:
+    """Model name and the flags that decide bf16 kernels: the cache's notion of 'this machine'."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return f"{name} [{' '.join(f for f in CPU_FLAGS if f in flags)}]"
+
+
+def _candidates(precision: str, attention: str) -> list[tuple[str, str]]:
+    precisions = ["fp32", "bf16"] if precision == "auto" else [precision]
+    attentions = ["sdpa", "eager"] if attention == "auto" else [attention]
+    return [(p, a) for p in precisions for a in attentions]
+
+
+def _probe(model_path: str, candidates: list[tuple[str, str]], rounds: int) -> dict[str, float]:
+    """Median seconds of one forward + backward per candidate, rounds interleaved."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(model_path)
+    models, batches = {}, {}
+    for precision, attention in candidates:
+        key = f"{precision}/{attention}"
+        torch.manual_seed(0)
+        net = AutoModelForCausalLM.from_config(config, attn_implementation=attention)
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        models[key] = net.to(dtype).train()
+        params = sum(p.numel() for p in net.parameters())
+        rows = ROWS if params < BIG_PARAMS else BIG_ROWS
+        gen = torch.Generator().manual_seed(0)
+        batches[key] = torch.randint(0, config.vocab_size, (rows, TOKENS), generator=gen)
+    times: dict[str, list[float]] = {k: [] for k in models}
+
+    def once(key: str) -> float:
+        net, ids = models[key], batches[key]
+        net.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        logits = net(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        logits.float().log_softmax(-1).mean().backward()
+        return time.perf_counter() - t0
+
+    for key in models:  # warm-up: first calls allocate and pick oneDNN primitives
+        once(key)
+    for _ in range(rounds):
+        for key in models:
+            times[key].append(once(key))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _cache_path(model_path: str, candidates: list[tuple[str, str]], rounds: int) -> Path:
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_path).to_json_string(use_diff=False)
+    key = json.dumps([cpu_identity(), torch.__version__, torch.get_num_threads(), config, candidates, ROWS, TOKENS,
+                      rounds], sort_keys=True)
+    return home() / "kernels" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def rule_choice(precision: str, attention: str, device: str) -> KernelChoice:
+    """The fixed rule, for grading (fp32 unless told) and GPUs (bf16 where supported, SDPA)."""
+    from rlbench.engines.precision import resolve_attention, resolve_dtype
+
+    dtype = resolve_dtype(precision, device)
+    given = precision != "auto" and attention != "auto"
+    return KernelChoice("bf16" if dtype == torch.bfloat16 else "fp32", resolve_attention(attention, dtype, device),
+                        "given" if given else "rule")
+
+
+def choose_kernels(model_path: str, precision: str = "auto", attention: str = "auto", device: str = "cpu",
+                   rounds: int = 3) -> KernelChoice:
+    """The training kernels for `model_path`: what was asked for where it is not `auto`, the
+    fastest measured candidate where it is (CPU only; a GPU keeps the rule)."""
+    candidates = _candidates(precision, attention)
+    if device.startswith("cuda") or len(candidates) == 1:
+        return rule_choice(precision, attention, device)
+    path = _cache_path(model_path, candidates, rounds)
+    with file_lock(path.with_suffix(".lock")):
+        cached = read_json(path) if path.is_file() else None
+        if cached:
+            return KernelChoice(**{**cached, "source": "cached"})
+        seconds = _probe(model_path, candidates, rounds)
+        best = min(seconds, key=seconds.__getitem__)
+        choice = KernelChoice(*best.split("/"), source="measured", seconds={k: round(v, 5) for k, v in seconds.items()})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, asdict(choice))
+    return choice

@@ -1,0 +1,57 @@
+"""`precision=auto` / `attention=auto` in training: measured on the machine, cached, and passed
+from the learner to its rollout engine; fixed settings are never measured."""
+
+import torch
+
+from rlbench.engines import kernel_choice
+from rlbench.engines.kernel_choice import choose_kernels
+from rlbench.engines.learner import Learner, LearnerConfig
+from rlbench.models.zoo import resolve_model
+
+
+def test_auto_is_measured_once_then_cached_and_fixed_settings_are_not_measured(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLBENCH_HOME", str(tmp_path))
+    tiny = resolve_model("arith-tiny").location
+    probes = []
+    real_probe = kernel_choice._probe
+
+    def counting(*args, **kwargs):
+        probes.append(args[1])
+        return real_probe(*args, **kwargs)
+
+    monkeypatch.setattr(kernel_choice, "_probe", counting)
+    first = choose_kernels(tiny, "auto", "auto", "cpu")
+    assert first.source == "measured"
+    assert set(first.seconds) == {"fp32/sdpa", "fp32/eager", "bf16/sdpa", "bf16/eager"}
+    assert all(s > 0 for s in first.seconds.values())
+    assert first.seconds[f"{first.precision}/{first.attention}"] == min(first.seconds.values())  # the fastest
+    again = choose_kernels(tiny, "auto", "auto", "cpu")
+    assert (again.source, again.precision, again.attention) == ("cached", first.precision, first.attention)
+    assert len(probes) == 1
+
+    only_attention = choose_kernels(tiny, "fp32", "auto", "cpu")  # another question: measured on its own
+    assert only_attention.precision == "fp32" and set(only_attention.seconds) == {"fp32/sdpa", "fp32/eager"}
+    assert len(probes) == 2
+    torch.set_num_threads(max(1, torch.get_num_threads() - 1) if torch.get_num_threads() > 1 else 2)
+    try:  # the thread count changes which kernel wins: another cache entry
+        choose_kernels(tiny, "auto", "auto", "cpu")
+    finally:
+        torch.set_num_threads(2)
+    assert len(probes) == 3
+
+    given = choose_kernels(tiny, "bf16", "eager", "cpu")
+    assert (given.source, given.precision, given.attention, given.seconds) == ("given", "bf16", "eager", {})
+    gpu = choose_kernels(tiny, "auto", "auto", "cuda")  # a GPU keeps the rule: nothing is timed there
+    assert gpu.source == "rule" and gpu.attention == "sdpa"
+    assert len(probes) == 3
+
+
+def test_learner_computes_with_what_was_measured(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLBENCH_HOME", str(tmp_path))
+    tiny = resolve_model("arith-tiny").location
+    monkeypatch.setattr(kernel_choice, "_probe", lambda path, cands, rounds: {
+        "fp32/sdpa": 2.0, "fp32/eager": 3.0, "bf16/sdpa": 4.0, "bf16/eager": 1.0})
+    learner = Learner(tiny, LearnerConfig(reference_model=False, precision="auto", attention="auto"))
+    assert (learner.kernels.precision, learner.kernels.attention) == ("bf16", "eager")
+    assert learner.dtype == torch.bfloat16 and next(learner.module.parameters()).dtype == torch.bfloat16
+    assert learner.module.config._attn_implementation == "eager"
