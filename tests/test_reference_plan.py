@@ -1,0 +1,79 @@
+"""The reference agent's plan, against a scripted ToolBox: what it runs, in what box, and what it
+submits with which recipe (the runs themselves are tested in test_harness and by validation)."""
+
+import json
+
+from rlbench.agents.reference import ReferenceAgent
+
+
+class ScriptedTools:
+    """The ToolBox calls the reference agent makes, answered from a script."""
+
+    def __init__(self, task, train_item, summary, refuse=(), queries_left=None):
+        self.task, self.train_item, self.summary, self.refuse = task, train_item, summary, set(refuse)
+        self.queries_left = queries_left
+        self.calls = []
+
+    def read(self, path, max_bytes=200_000):
+        self.calls.append(("read", path))
+        content = {"task.json": json.dumps(self.task), "data/train.jsonl": json.dumps(self.train_item) + "\n"}.get(path)
+        if path.endswith("summary.json"):
+            content = json.dumps(self.summary)
+        return {"ok": content is not None, "content": content}
+
+    def write(self, path, content):
+        self.calls.append(("write", path))
+        return {"ok": True}
+
+    def exec(self, command, timeout=None):
+        self.calls.append(("exec", command))
+        return {"ok": True, "stdout": "", "stderr": ""}
+
+    def remaining(self):
+        return 1100.0
+
+    def status(self):
+        self.calls.append(("status", ""))
+        return {"ok": True, **({"reward_queries_left": self.queries_left} if self.queries_left is not None else {})}
+
+    def submit(self, path, recipe=""):
+        self.calls.append(("submit", path, recipe))
+        if path in self.refuse:
+            return {"ok": False, "reason": "lineage: weight 'w' lies 0.77 (relative L2) from the base model's"}
+        return {"ok": True, "dev": 0.7}
+
+
+LOCAL = {"name": "arith-grpo", "reward": {"access": "local"}}
+SUMMARY = {"steps": 1841, "stopped_by": "max_seconds", "first_reward": 0.3, "last_reward_mean_50": 0.7}
+
+
+def test_first_attempt_warms_up_on_answers_in_a_300_s_box_and_names_its_steps_in_the_recipe():
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, SUMMARY)
+    ReferenceAgent().run("", tools)
+    (command,) = [c[1] for c in tools.calls if c[0] == "exec"]
+    assert command == "python train.py sft_steps=300 steps=5000 save_every=400 max_seconds=300 out=runs/attempt1 seed=0"
+    (sub,) = [c for c in tools.calls if c[0] == "submit"]
+    # a rerun as fast as this run makes the same 1841 steps; a slower one (a larger model) stops by time
+    assert sub[1:] == ("runs/attempt1/checkpoint", "python train.py sft_steps=300 steps=1841 save_every=400 "
+                       "max_seconds=600 out=runs/attempt1 seed={seed}")
+    assert ("status", "") not in tools.calls  # local rewards: no query budget to read
+
+
+def test_a_lineage_refusal_falls_back_to_the_latest_saved_step_that_passes():
+    refuse = {"runs/attempt1/checkpoint", "runs/attempt1/checkpoint-1600"}
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, SUMMARY, refuse=refuse)
+    ReferenceAgent().run("", tools)
+    subs = [c for c in tools.calls if c[0] == "submit"]
+    assert [s[1] for s in subs] == ["runs/attempt1/checkpoint", "runs/attempt1/checkpoint-1600",
+                                    "runs/attempt1/checkpoint-1200"]
+    assert "steps=1200 " in subs[-1][2]  # the recipe of the same run stopped at that step
+    assert sum(c[0] == "exec" for c in tools.calls) == 1  # accepted: no further attempt
+
+
+def test_endpoint_rewards_cap_the_steps_and_without_answers_there_is_no_warm_up():
+    task = {"name": "format-if", "reward": {"access": "endpoint"}}
+    tools = ScriptedTools(task, {"prompt": "Write"}, {**SUMMARY, "stopped_by": "steps"}, queries_left=80_000)
+    ReferenceAgent().run("", tools)
+    (command,) = [c[1] for c in tools.calls if c[0] == "exec"]
+    # 90% of 80,000 queries at 16 prompts x 8 completions a step
+    assert command.startswith("python train.py steps=562 save_every=400 max_seconds=300 ") and "sft_steps" not in command
