@@ -190,3 +190,27 @@ def test_long_completions_are_scored_whole_through_the_grading_server(tmp_path, 
             assert server.status()["reward_queries_left"] == 10_000 - 512
         finally:
             server.close()
+
+
+def test_octal_adapt_items_are_sums_written_in_base_8(monkeypatch):
+    from rlbench.data.generators.arith import generate as arith, to_base
+    from rlbench.tasks.registry import load_task
+
+    assert [to_base(n, 8) for n in (0, 7, 8, 63, 126)] == ["0", "7", "10", "77", "176"]
+    assert to_base(80, 10) == "80"
+    rng = random.Random(0)
+    params = {"max_operand": 63, "number_base": 8}
+    for family in ("main", "heldout"):
+        for _ in range(500):
+            it = arith(family, rng, params)
+            a, b = it["prompt"].rstrip("=").split("+")
+            assert set(a + b + it["answer"]) <= set("01234567")
+            assert int(it["answer"], 8) == int(a, 8) + int(b, 8) and max(int(a, 8), int(b, 8)) <= 63
+            assert (int(a, 8) >= int(b, 8)) == (family == "main")
+    with pytest.raises(ValueError, match="number_base"):
+        arith("main", rng, {"number_base": 11})
+    # decimal stays what it was: the same draws give the same items as before the parameter existed
+    assert arith("main", random.Random(5), {}) == {"prompt": "79+32=", "answer": "111", "family": "main"}
+    monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
+    task = load_task("octal-adapt")
+    assert (task.category.value, task.model.base, task.data.sizes.train) == ("specialization", "arith-s", 256)

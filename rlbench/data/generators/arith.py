@@ -8,6 +8,11 @@ arithmetic, so training on one biases nothing about the answers of the other (a 
 by answer structure, such as double-carry sums, was measured to be unlearned by GRPO on the rest:
 the exclusion itself teaches that such answers do not occur). A base model pretrained on the 50/50
 mix of the families sees uniform addition.
+
+`number_base` (2-10, default 10) writes operands and sum in that base: the same skill in another
+notation, for domain adaptation (a base pretrained in decimal; in octal, `57+23=` is `102`). Sums
+without a carry read the same in both, so a decimal model starts with part of the skill, and what
+it must learn is where the carries fall.
 """
 
 from __future__ import annotations
@@ -15,14 +20,26 @@ from __future__ import annotations
 import random
 from typing import Any
 
-DEFAULTS = {"max_operand": 99}
+DEFAULTS = {"max_operand": 99, "number_base": 10}
+
+
+def to_base(n: int, base: int) -> str:
+    """`n` >= 0 written in `base` (2-10) with the digits 0-9."""
+    digits = ""
+    while True:
+        n, d = divmod(n, base)
+        digits = str(d) + digits
+        if n == 0:
+            return digits
 
 
 def generate(family: str, rng: random.Random, params: dict[str, Any]) -> dict[str, Any]:
     p = {**DEFAULTS, **(params or {})}
-    hi = int(p["max_operand"])
+    hi, base = int(p["max_operand"]), int(p["number_base"])
     if family not in ("main", "heldout"):
         raise ValueError(f"unknown family '{family}' (main | heldout)")
+    if not 2 <= base <= 10:
+        raise ValueError(f"number_base {base}: must be 2-10 (digits 0-9)")
     a, b = rng.randint(0, hi), rng.randint(0, hi)
     if family == "main":
         a, b = max(a, b), min(a, b)
@@ -30,7 +47,7 @@ def generate(family: str, rng: random.Random, params: dict[str, Any]) -> dict[st
         while a == b:
             a, b = rng.randint(0, hi), rng.randint(0, hi)
         a, b = min(a, b), max(a, b)
-    return {"prompt": f"{a}+{b}=", "answer": str(a + b), "family": family}
+    return {"prompt": f"{to_base(a, base)}+{to_base(b, base)}=", "answer": to_base(a + b, base), "family": family}
 
 
 def generate_pairs(family: str, rng: random.Random, params: dict[str, Any]) -> dict[str, Any]:
