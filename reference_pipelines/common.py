@@ -390,6 +390,8 @@ class RunContext:
         if history and "reward_mean" in history[0]:
             tail = history[-50:]
             summary["first_reward"] = history[0]["reward_mean"]
+            head = history[:50]
+            summary["first_reward_mean_50"] = sum(h["reward_mean"] for h in head) / len(head)
             summary["last_reward_mean_50"] = sum(h["reward_mean"] for h in tail) / len(tail)
         atomic_write_json(self.out / "summary.json", summary)
         info(f"checkpoint: {ckpt}")

@@ -44,7 +44,8 @@ class ScriptedTools:
 
 
 LOCAL = {"name": "arith-grpo", "reward": {"access": "local"}}
-SUMMARY = {"steps": 1841, "stopped_by": "max_seconds", "first_reward": 0.3, "last_reward_mean_50": 0.7}
+SUMMARY = {"steps": 1841, "stopped_by": "max_seconds", "first_reward": 0.3, "first_reward_mean_50": 0.35,
+           "last_reward_mean_50": 0.7}
 
 
 def test_first_attempt_warms_up_on_answers_in_a_300_s_box_and_names_its_steps_in_the_recipe():
@@ -77,3 +78,12 @@ def test_endpoint_rewards_cap_the_steps_and_without_answers_there_is_no_warm_up(
     (command,) = [c[1] for c in tools.calls if c[0] == "exec"]
     # 90% of 80,000 queries at 16 prompts x 8 completions a step
     assert command.startswith("python train.py steps=562 save_every=400 max_seconds=300 ") and "sft_steps" not in command
+
+
+def test_a_run_whose_reward_stays_flat_is_not_submitted_and_the_next_attempt_runs():
+    flat = {**SUMMARY, "first_reward": 0.0, "first_reward_mean_50": 0.0, "last_reward_mean_50": 0.0}
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, flat)
+    ReferenceAgent().run("", tools)
+    execs = [c[1] for c in tools.calls if c[0] == "exec"]
+    assert len(execs) == 3 and "runs/attempt2" in execs[1] and "runs/attempt3" in execs[2]
+    assert [c[1] for c in tools.calls if c[0] == "submit"] == ["model"]  # nothing learned: the base

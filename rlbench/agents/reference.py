@@ -286,8 +286,13 @@ class ReferenceAgent(Agent):
             if not summary.get("ok"):
                 continue
             info = json.loads(summary["content"])
-            if info.get("last_reward_mean_50", 1.0) < info.get("first_reward", 0.0):
-                continue  # trained but did not learn
+            # learned: the last 50 steps' mean reward above the first 50's (one step's mean is too
+            # noisy to compare against; a flat run, all zeros on a base that never succeeds, did
+            # not learn either, and the next attempt changes course). A run of under 100 steps is
+            # too short to tell and is taken as it is.
+            if int(info.get("steps", 0)) >= 100 and info.get("last_reward_mean_50", 1.0) <= info.get(
+                    "first_reward_mean_50", info.get("first_reward", 0.0)):
+                continue
             if max_kl and not self._within_kl(tools, f"{out}/checkpoint", max_kl, reserve):
                 continue  # the next attempt holds the policy closer to the base
             sub = tools.submit(f"{out}/checkpoint", recipe=f"{command} {self._recipe(settings, box, info, out)} seed={{seed}}")
