@@ -52,11 +52,12 @@ class PipelineConfig:
     # checkpoint as at the end (a run that fits a time budget instead of being killed by it)
     max_seconds: float = 0.0
     device: str = "cpu"
-    # fp32 | bf16 | auto, learner and rollout alike; auto: the faster on this machine, measured
-    # (rlbench/engines/kernel_choice.py). bf16 steps ~1.9x faster on an AMX Xeon but its
-    # arith-grpo heldout gains were a third of fp32's (docs/benchmarks.md), so fp32 is the default
+    # fp32 | bf16 | auto | measure, learner and rollout alike; auto: bf16 where the CPU has native
+    # bf16 (a rule), measure: the faster on this machine, timed (rlbench/engines/kernel_choice.py).
+    # bf16 steps ~1.9x faster on an AMX Xeon but its arith-grpo heldout gains were a third of
+    # fp32's (docs/benchmarks.md), so fp32 is the default
     precision: str = "fp32"
-    attention: str = "auto"  # auto (measured) | eager | sdpa
+    attention: str = "auto"  # auto (rule) | measure (timed) | eager | sdpa
     # none | cosine: the learning rate falls from lr to lr * lr_min_ratio along a half cosine over
     # the run, measured in steps or, with max_seconds, in time, whichever is further along
     lr_decay: str = "none"
@@ -253,7 +254,7 @@ class Rollout:
     """The rollout engine in-process (colocated) or as a Ray actor; one call shape for both."""
 
     def __init__(self, model: str, cfg: PipelineConfig, learner: Any = None):
-        """`learner`: compute with its precision and attention (what `auto` resolved to), so the
+        """`learner`: compute with its precision and attention (what `auto` or `measure` resolved to), so the
         rollout samples from the same numbers the learner trains."""
         from rlbench.engines.rollout import RolloutEngine
 

@@ -8,8 +8,8 @@
    (`pip install -e .[bench]`), at equal group size, batch, max new tokens, steps, threads and KL
    coefficient, in fp32 and in bf16 for both (TRL: `bf16=True`, ours: `precision=bf16`), so every
    ratio compares like with like. Ours picks its attention kernel by measurement
-   (rlbench/engines/kernel_choice.py); `auto` adds ours at `precision=auto` (precision measured too)
-   against TRL at its default, bf16.
+   (`attention=measure`, rlbench/engines/kernel_choice.py); the `auto` part adds ours with the
+   precision measured too (`precision=measure`) against TRL at its default, bf16.
 
 Each measurement runs in its own subprocess (nothing shared, nothing warm). Noise on a shared
 machine moves one run by more than the engines differ (measured: ours/TRL 0.16x in one pass and
@@ -99,7 +99,10 @@ def child_ours(a: argparse.Namespace, backend: str = "hf") -> dict:
     (out / "steps.jsonl").unlink(missing_ok=True)
     cfg = GRPOConfig(task="arith-grpo", model=a.model, steps=a.steps, batch_prompts=a.prompts, group_size=a.group,
                      max_new_tokens=a.max_new, num_threads=a.threads, eval_every=0, kl_coef=0.04, out=str(out),
-                     precision=a.precision, rollout_backend=backend)
+                     # ours times its kernels on this machine (`measure`); the auto part leaves it the
+                     # precision too
+                     precision="measure" if a.precision == "auto" else a.precision, attention="measure",
+                     rollout_backend=backend)
     summary = run(cfg)
     steps = [json.loads(l) for l in (out / "steps.jsonl").read_text().splitlines()]
     steps = steps[1:]  # first step includes one-off warm-up
@@ -174,7 +177,7 @@ def comparisons(parts: set[str]) -> list[tuple[str, str, Side, Side, str, bool]]
             rows.append(("GRPO samples/s: ours vs TRL GRPOTrainer", p, ("grpo-ours", p), ("grpo-trl", p),
                          "samples_per_s", True))
     if "auto" in parts:  # ours with the kernels it measures itself against TRL at its own default (bf16)
-        rows.append(("GRPO samples/s: ours (precision=auto, measured) vs TRL GRPOTrainer (bf16, its default)",
+        rows.append(("GRPO samples/s: ours (precision and attention measured) vs TRL GRPOTrainer (bf16, its default)",
                      "auto / bf16", ("grpo-ours", "auto"), ("grpo-trl", "bf16"), "samples_per_s", True))
     return rows
 

@@ -3,16 +3,18 @@
 A fixed rule ("bf16 and eager attention where the CPU has native bf16") was tuned on one Intel
 Xeon with AMX, and from outside it did not hold: on an AMD EPYC (AVX-512 BF16, no AMX) our bf16
 GRPO step measured 0.16x TRL's in one run. Which kernel wins depends on the CPU, the model's shape,
-the batch and the thread count, so `precision=auto` / `attention=auto` time each candidate on the
-model's own architecture (random weights: the speed of a kernel does not depend on the values)
+the batch and the thread count, so `precision=measure` / `attention=measure` time each candidate on
+the model's own architecture (random weights: the speed of a kernel does not depend on the values)
 with a learner-shaped batch, forward and backward, candidates interleaved (ABAB...) so that a load
 change on the machine hits all of them alike, and keep the fastest median.
 
-Only training asks for this (the learner, and the rollout engine that shares its weights); the
-harness scores every checkpoint in fp32 with the fixed rule, so a measurement never changes a
-grade. The result is cached under RLBENCH_HOME by everything that can change it (CPU, flags,
-torch version, threads, model config, candidates, batch), so a run pays for it once per machine:
-about a second on the zoo's S and M models.
+It is opt-in (`auto` is the fixed rule, the default): candidates within a few percent of each other
+are ranked by noise, so two workspaces can pick differently, and a recipe rerun with another
+kernel does not reproduce its checkpoint bit for bit. Only training asks for it (the learner, and
+the rollout engine that shares its weights); the harness scores every checkpoint in fp32 with the
+rule, so a measurement never changes a grade. The result is cached under RLBENCH_HOME by everything
+that can change it (CPU, flags, torch version, threads, model config, candidates, batch), so a
+machine pays for it once: a second or two on the zoo's S and M models.
 """
 
 from __future__ import annotations
@@ -61,9 +63,17 @@ def cpu_identity() -> str:
 
 
 def _candidates(precision: str, attention: str) -> list[tuple[str, str]]:
-    precisions = ["fp32", "bf16"] if precision == "auto" else [precision]
-    attentions = ["sdpa", "eager"] if attention == "auto" else [attention]
-    return [(p, a) for p in precisions for a in attentions]
+    """Every (precision, attention) to time; a value that is not `measure` follows the rule."""
+    from rlbench.engines.precision import resolve_attention, resolve_dtype
+
+    precisions = ["fp32", "bf16"] if precision == "measure" else [
+        "bf16" if resolve_dtype(precision, "cpu") == torch.bfloat16 else "fp32"]
+    out = []
+    for p in precisions:
+        dtype = torch.bfloat16 if p == "bf16" else torch.float32
+        out += [(p, a) for a in (["sdpa", "eager"] if attention == "measure" else
+                                  [resolve_attention(attention, dtype, "cpu")])]
+    return out
 
 
 def _probe(model_path: str, candidates: list[tuple[str, str]], rounds: int) -> dict[str, float]:
@@ -114,17 +124,19 @@ def rule_choice(precision: str, attention: str, device: str) -> KernelChoice:
     from rlbench.engines.precision import resolve_attention, resolve_dtype
 
     dtype = resolve_dtype(precision, device)
-    given = precision != "auto" and attention != "auto"
+    given = precision in ("fp32", "bf16") and attention in ("eager", "sdpa")
     return KernelChoice("bf16" if dtype == torch.bfloat16 else "fp32", resolve_attention(attention, dtype, device),
                         "given" if given else "rule")
 
 
 def choose_kernels(model_path: str, precision: str = "auto", attention: str = "auto", device: str = "cpu",
                    rounds: int = 3) -> KernelChoice:
-    """The training kernels for `model_path`: what was asked for where it is not `auto`, the
-    fastest measured candidate where it is (CPU only; a GPU keeps the rule)."""
+    """The training kernels for `model_path`: the fastest measured candidate for what is
+    `measure` (CPU only; a GPU keeps the rule), what was asked for or the rule for the rest."""
+    if device.startswith("cuda") or "measure" not in (precision, attention):
+        return rule_choice(precision, attention, device)
     candidates = _candidates(precision, attention)
-    if device.startswith("cuda") or len(candidates) == 1:
+    if len(candidates) == 1:
         return rule_choice(precision, attention, device)
     path = _cache_path(model_path, candidates, rounds)
     with file_lock(path.with_suffix(".lock")):

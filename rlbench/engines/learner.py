@@ -30,8 +30,8 @@ class LearnerConfig:
     beta2: float = 0.99
     grad_clip: float = 1.0
     reference_model: bool = True  # keep a frozen copy for KL
-    precision: str = "fp32"  # fp32 | bf16 | auto (measured: rlbench/engines/kernel_choice.py)
-    attention: str = "auto"  # auto (measured) | eager | sdpa
+    precision: str = "fp32"  # fp32 | bf16 | auto (rule) | measure (timed: rlbench/engines/kernel_choice.py)
+    attention: str = "auto"  # auto (rule) | measure | eager | sdpa
 
     def validate(self) -> None:
         from rlbench.engines.precision import ATTENTION, PRECISIONS
@@ -133,7 +133,7 @@ class Learner:
         self.cfg = cfg or LearnerConfig()
         self.cfg.validate()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        # `auto` is measured on this machine (rlbench/engines/kernel_choice.py), not ruled
+        # `measure`: timed on this machine (rlbench/engines/kernel_choice.py); the rest by rule
         self.kernels = choose_kernels(model, self.cfg.precision, self.cfg.attention, self.device)
         self.dtype, self.attention = self.kernels.dtype, self.kernels.attention
         self.tokenizer = AutoTokenizer.from_pretrained(model)

@@ -5,8 +5,10 @@ in fp32 and 0.61 ms in bf16 (oneDNN uses AMX), and one GRPO learner step on the 
 sequences of 11 tokens, forward + backward + AdamW) takes 0.50 s in fp32 with SDPA, 0.33 s in bf16
 with SDPA (its CPU bf16 backward is slow) and 0.19 s in bf16 with eager attention. That rule (bf16
 where the hardware has native bf16 matmuls, eager attention for bf16 on CPU) did not carry to an AMD
-EPYC, so training no longer uses it for `auto`: rlbench/engines/kernel_choice.py measures the
-candidates on the machine at hand. The rule stays for GPUs and for naming a dtype. Training
+EPYC, so `measure` (rlbench/engines/kernel_choice.py) times the candidates on the machine at hand
+instead; `auto` stays this rule because it is reproducible: a measured pick between kernels within
+a few percent of each other can differ between two runs, and then a recipe's rerun would not
+reproduce its checkpoint bit for bit. Training
 keeps fp32 master weights (DeepSpeed's bf16 mode) and saves fp32 checkpoints; the harness always
 evaluates in fp32, so a pipeline's precision never changes how a checkpoint is graded.
 
@@ -19,8 +21,9 @@ from __future__ import annotations
 
 import torch
 
-PRECISIONS = ("auto", "fp32", "bf16")
-ATTENTION = ("auto", "eager", "sdpa")
+# `measure`: timed on this machine (rlbench/engines/kernel_choice.py); every other value is a rule
+PRECISIONS = ("auto", "fp32", "bf16", "measure")
+ATTENTION = ("auto", "eager", "sdpa", "measure")
 
 
 def cpu_has_native_bf16() -> bool:
@@ -40,6 +43,7 @@ def resolve_dtype(precision: str, device: str) -> torch.dtype:
         return torch.float32
     if precision == "bf16":
         return torch.bfloat16
+    # auto (and measure where nothing is timed: on a GPU)
     if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
@@ -48,6 +52,6 @@ def resolve_dtype(precision: str, device: str) -> torch.dtype:
 def resolve_attention(attention: str, dtype: torch.dtype, device: str) -> str:
     if attention not in ATTENTION:
         raise ValueError(f"attention '{attention}' is not allowed; allowed: {', '.join(ATTENTION)}")
-    if attention != "auto":
+    if attention not in ("auto", "measure"):  # measure, where nothing is timed (a GPU): the rule
         return attention
     return "eager" if (dtype == torch.bfloat16 and not device.startswith("cuda")) else "sdpa"
