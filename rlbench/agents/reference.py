@@ -76,11 +76,14 @@ root = "task=" + str(sdk.root())
 if sft_steps:
     t0 = time.monotonic()
     out = opts.get("out", "runs/train")
+    box = float(opts.get("max_seconds", 0))
+    # SFT gets at most 30% of the box (a larger model may not finish its steps in it)
     sft = load_pipeline_config("sft", [root, f"steps={sft_steps}", f"lr={5e-4 * scale:.3g}", "eval_every=0",
-                                       f"seed={opts.get('seed', 0)}", f"out={out}/sft"])
+                                       f"seed={opts.get('seed', 0)}", f"out={out}/sft",
+                                       f"max_seconds={max(1, int(0.3 * box)) if box else 0}"])
     opts["model"] = run_pipeline("sft", sft)["checkpoint"]
-    if float(opts.get("max_seconds", 0)):
-        opts["max_seconds"] = str(max(30, int(float(opts["max_seconds"]) - (time.monotonic() - t0))))
+    if box:
+        opts["max_seconds"] = str(max(10, int(box - (time.monotonic() - t0))))
 cfg = load_pipeline_config("{algo}", [root, *(f"{k}={v}" for k, v in opts.items())])
 summary = run_pipeline("{algo}", cfg)
 print(json.dumps({{k: summary[k] for k in ("steps", "seconds", "checkpoint", "dev_greedy")}}))
