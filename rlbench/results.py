@@ -152,6 +152,7 @@ class SplitScore(TypedDict, total=False):
     ci_low: float
     ci_high: float
     n: int
+    detail: dict[str, Any]  # what the reward reports beside its mean (honest_int: calibration); absent for most
 
 
 class BaseModelRef(TypedDict):

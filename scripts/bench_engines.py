@@ -219,7 +219,7 @@ def main() -> None:
         if importlib.util.find_spec("trl") is None:
             p.error("the trl and auto parts need TRL: pip install -e .[bench]")
 
-    from bench_scoring import cpu_name  # noqa: E402 - this script's folder is on sys.path
+    from rlbench.engines.kernel_choice import cpu_identity
 
     from rlbench.models.zoo import model_meta, resolve_model
 
@@ -251,7 +251,7 @@ def main() -> None:
     picks = sorted({r["kernels"] for side in sides for r in res[side] if r.get("kernels")})
     setting = (f"model `{a.model}` ({meta.get('parameters', 0):,} parameters), {a.prompts} prompts x {a.group} "
                f"completions, max {a.max_new} new tokens, {a.steps} steps, {a.threads} torch threads, KL coefficient "
-               f"0.04, {a.repeats} rounds interleaved, {cpu_name()}, python {platform.python_version()}")
+               f"0.04, {a.repeats} rounds interleaved, {cpu_identity()}, python {platform.python_version()}")
     if picks:
         setting += f"; kernels ours picked by measurement: {', '.join(picks)}"
     text = "\n".join(table)

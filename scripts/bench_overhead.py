@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scoring import cpu_name  # noqa: E402 - the scripts folder, put on the path above
+from rlbench.engines.kernel_choice import cpu_identity  # noqa: E402 - after the path setup above
 
 BUDGET_S = 15 * 60
 SCORING = ("baseline", "judge")
@@ -74,7 +74,7 @@ def main() -> None:
     write_reports(Path(cells[0].cell_dir).parents[1], cells)  # the suite's folder: SUITE/cells/KEY
     reports = (time.monotonic() - t) / len(cells)
 
-    print(f"\n## Harness overhead of a null cell ({args.task}; {cpu_name()}, {ncpu} cores)\n")
+    print(f"\n## Harness overhead of a null cell ({args.task}; {cpu_identity()}, {ncpu} cores)\n")
     print(f"{len(cells)} null cells one after another ({wall:.0f} s); the first one builds the task's splits "
           "and scores the base where this installation has not yet (its caches), the rest reuse them.\n")
     print("| stage | first cell, s | later cells, median s [min, max] | later, % of a 15-min budget |")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,17 +25,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("hf", "vllm")
-
-
-def cpu_name() -> str:
-    """The CPU's model name, which every benchmark table states (scripts/bench_overhead.py too)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def child(a: argparse.Namespace) -> dict:
@@ -101,6 +89,7 @@ def main() -> None:
         return
     if a.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
+    from rlbench.engines.kernel_choice import cpu_identity
     from rlbench.engines.rollout import vllm_available
     from rlbench.evaluation.gain import paired_gains
 
@@ -128,7 +117,7 @@ def main() -> None:
                         f"{100 * greedy['ci_high']:+.1f}] |")
     same = all(runs[e][0]["splits"] == x["splits"] for e in ENGINES for x in runs[e][1:])
     setting = (f"task `{a.task}`, model `{a.model or 'its base'}`, splits {a.splits}, {a.rounds} rounds interleaved, "
-               f"{a.threads} torch threads, device {a.device}, {cpu_name()}; every round gave each engine the same "
+               f"{a.threads} torch threads, device {a.device}, {cpu_identity()}; every round gave each engine the same "
                f"scores: {'yes' if same else 'no'}")
     table = "\n".join(rows)
     print(setting)

@@ -27,7 +27,10 @@ def test_every_repo_task_loads(monkeypatch):
     assert kinds == {"design", "implement", "debug", "optimize", "evaluate"}, kinds
     assert {t.category.value for t in tasks.values()} == {"reasoning", "alignment", "specialization"}
     hidden = [t for t in tasks.values() if t.reward.access.value == "endpoint"]
-    assert len(hidden) * 2 >= len(tasks)  # at least half give the agent no answers
+    # at least 40% give the agent no answers. octal-adapt, honest-arith and multi-skill are local on
+    # purpose: their skill is one the base never shows (an abstention, a subtraction, octal carries),
+    # so rewards alone, with no label, would never reach it
+    assert len(hidden) * 5 >= len(tasks) * 2, (len(hidden), len(tasks))
 
 
 def test_words_answers_follow_the_ops():

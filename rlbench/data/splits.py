@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.config.core import ConfigError, check, to_dict
-from rlbench.data.generators import draw_distinct, resolve_generator
+from rlbench.data.generators import draw_distinct, resolve_generator, split_family
 from rlbench.data.waves import draw_wave
 from rlbench.io import atomic_write_json, file_lock, read_json
 from rlbench.paths import hidden_root, public_root, stored_secret
@@ -38,7 +38,6 @@ from rlbench.tasks.spec import HIDDEN_SPLITS, SPLITS, DataSource, TaskConfig
 
 # hidden splits are drawn first, so that changing the train size never changes test or heldout
 _DRAW_ORDER = ("test", "heldout", "dev", "train")
-_FAMILY = {"train": "main", "dev": "main", "test": "main", "heldout": "heldout"}
 SPLIT_SEED_ENV = "RLBENCH_SPLIT_SEED"
 SEED_SOURCES = ("secret", "public")
 
@@ -146,7 +145,7 @@ def generate_splits(task: TaskConfig, task_folder: Path | None = None) -> dict[s
     out: dict[str, list[dict[str, Any]]] = {}
     for split in _DRAW_ORDER:
         want = getattr(task.data.sizes, split)
-        out[split] = draw_distinct(gen, _FAMILY[split], random.Random(f"{seed}:{split}"), want,
+        out[split] = draw_distinct(gen, split_family(gen, split), random.Random(f"{seed}:{split}"), want,
                                    task.data.params, seen, split,
                                    f"key 'data.sizes.{split}': value '{want}' is not reachable (lower the size)")
     return {s: out[s] for s in SPLITS}

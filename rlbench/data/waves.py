@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.config.core import ConfigError
-from rlbench.data.generators import draw_distinct, resolve_generator
+from rlbench.data.generators import draw_distinct, resolve_generator, split_family
 from rlbench.paths import hidden_root, stored_secret
 from rlbench.progress import info
 from rlbench.tasks.spec import DataSource, TaskConfig, check_wave_name
-
-_FAMILY = {"test": "main", "heldout": "heldout"}
 
 
 def wave_secret(name: str) -> str:
@@ -49,11 +47,11 @@ def draw_wave(task: TaskConfig, standard: dict[str, list[dict[str, Any]]], name:
     for split in ("test", "heldout"):
         rng = random.Random(f"{secret}:{task.name}:{split}")
         want, prefix = len(standard[split]), f"{split}-{name}"
-        items = draw_distinct(gen, _FAMILY[split], rng, want, task.data.params, seen, prefix, "")
+        items = draw_distinct(gen, split_family(gen, split), rng, want, task.data.params, seen, prefix, "")
         if len(items) < want:  # the generator's space is nearly used up: the old hidden prompts may return
             fresh = len(items)
             again = visible | {it["prompt"] for it in items} | {it["prompt"] for it in out.get("test", [])}
-            items = draw_distinct(gen, _FAMILY[split], rng, want, task.data.params, again, prefix,
+            items = draw_distinct(gen, split_family(gen, split), rng, want, task.data.params, again, prefix,
                                   f"task {task.name}: wave '{name}' {split} is not reachable even with the standard "
                                   "hidden prompts (the generator's space is too small)", items)
             info(f"[yellow]wave[/] {name}: {task.name} {split} has {fresh} prompts new to every split; "

@@ -35,6 +35,8 @@ def paired_gains(reference: dict[str, Any], new: dict[str, Any], splits: Sequenc
             "significant": g.significant, "n": g.n, **win_rate(b["per_item"], s["per_item"]),
             "greedy_gain": greedy.core_dict() if (greedy := _greedy_gain(b, s)) is not None else None,
         }
+        if s.get("detail") is not None:  # what the reward reports beside its mean, for both models
+            out[split].update(base_detail=b.get("detail"), detail=s["detail"])
     return out
 
 

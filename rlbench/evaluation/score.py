@@ -15,7 +15,7 @@ from rlbench.envs import tool_args
 from rlbench.evaluation.engine import ScoringModel
 from rlbench.evaluation.stats import mean_ci, wilson_ci
 from rlbench.progress import track
-from rlbench.rewards import score_many
+from rlbench.rewards import reward_breakdown, score_many
 from rlbench.tasks.spec import HIDDEN_SPLITS, EvalProtocol, TaskConfig
 
 # The harness's evaluation semantics: part of every score cache key. Bump it whenever a change can
@@ -38,6 +38,9 @@ class SplitScore:
     greedy_ci_low: float | None = None
     greedy_ci_high: float | None = None
     ci_ok: bool = True  # the interval is within the protocol's max half-width
+    # what the reward reports beside its mean, on the sampled and the greedy completions
+    # (rlbench/rewards/__init__.py reward_breakdown; e.g. honest_int's calibration), else None
+    detail: dict[str, Any] | None = None
     per_item: list[float] = field(default_factory=list)  # per-prompt pass@1, for paired tests
     greedy_per_item: list[float] = field(default_factory=list)  # per-prompt greedy reward, for paired tests
 
@@ -49,6 +52,8 @@ class SplitScore:
         d = asdict(self)
         d.pop("per_item")
         d.pop("greedy_per_item")
+        if d["detail"] is None:
+            d.pop("detail")
         d["halfwidth"] = round(self.halfwidth, 4)
         return d
 
@@ -74,19 +79,27 @@ def score_split(
         sampling = SamplingParams(n=proto.samples_per_prompt, temperature=proto.temperature, top_p=proto.top_p,
                                   max_new_tokens=proto.max_new_tokens, seed=proto.seed, **tool)
         sampled = scorer.generate(prompts, sampling, batch, on_batch=lambda n: bar.advance(-(-n // batch)))
-    flat = score_many(task.reward.name, params, [c.text for comps in sampled for c in comps],
-                      [it["answer"] for comps, it in zip(sampled, items) for _ in comps])
+    texts = [c.text for comps in sampled for c in comps]
+    answers = [it["answer"] for comps, it in zip(sampled, items) for _ in comps]
+    flat = score_many(task.reward.name, params, texts, answers)
+    sampled_detail = reward_breakdown(task.reward.name, params, [it["prompt"] for comps, it in zip(sampled, items) for _ in comps],
+                                      texts, answers)
     per_item, at = [], 0
     for comps in sampled:
         per_item.append(sum(flat[at:at + len(comps)]) / len(comps))
         at += len(comps)
     mean, lo, hi = mean_ci(per_item)
     score = SplitScore(split, len(items), proto.samples_per_prompt, mean, lo, hi, per_item=per_item)
+    if sampled_detail is not None:
+        score.detail = {"sampled": sampled_detail}
     if proto.greedy or split in HIDDEN_SPLITS:
         argmax = SamplingParams(greedy=True, max_new_tokens=proto.max_new_tokens, **tool)
         greedy = scorer.generate(prompts, argmax, proto.batch_size)
         score.greedy_per_item = score_many(task.reward.name, params, [c[0].text for c in greedy],
                                            [it["answer"] for it in items])
         score.greedy, score.greedy_ci_low, score.greedy_ci_high = wilson_ci(sum(score.greedy_per_item), len(items))
+        if score.detail is not None:
+            score.detail["greedy"] = reward_breakdown(task.reward.name, params, prompts, [c[0].text for c in greedy],
+                                                      [it["answer"] for it in items])
     score.ci_ok = score.halfwidth <= proto.max_ci_halfwidth + 1e-12
     return score

@@ -175,7 +175,7 @@ def _node_id() -> str:
 
 
 def _split(scores: dict[str, Any]) -> dict[str, Any]:
-    return {k: scores[k] for k in ("pass_at_1", "ci_low", "ci_high", "greedy", "n") if k in scores}
+    return {k: scores[k] for k in ("pass_at_1", "ci_low", "ci_high", "greedy", "n", "detail") if k in scores}
 
 
 def run_cell_sweep(cfg: CellConfig, cell_dir: Path, workspace: Path, design_path: Path, index: int, remaining_s: float,
@@ -453,7 +453,8 @@ def judge(cfg: CellConfig, env: CellEnvironment, run: AgentRun, result: CellResu
     if chosen:
         info(f"cell {cell_dir.name}: scoring submission {chosen['index']} on test and heldout")
         scored = score_against_base(chosen["checkpoint"], env.task, device=cfg.device, engine=cfg.score_engine)
-        result.scores = {s: {"pass_at_1": v["score"], "greedy": v["greedy"]} for s, v in scored["splits"].items()}
+        result.scores = {s: {"pass_at_1": v["score"], "greedy": v["greedy"], **({"detail": v["detail"]} if "detail" in v else {})}
+                         for s, v in scored["splits"].items()}
         result.gains = {s: split_gain(v) for s, v in scored["splits"].items()}
         result.sampling_only_gain = sampling_only_gain(result.gains)  # sampled gain, no greedy gain
         result.chosen_checkpoint = {"index": chosen["index"], "hash": chosen["checkpoint_hash"],

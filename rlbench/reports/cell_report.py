@@ -349,6 +349,27 @@ def transcript(cell_dir: Path, steps: list[dict[str, Any]], trajectory: list[dic
     return {**read.summary(), "texts_cut": text.cut, "entries": merged}
 
 
+def _flat(detail: Any, prefix: str = "") -> dict[str, Any]:
+    """A reward's breakdown as `key.sub: value` pairs (honest_int: flat rates; skill_exact: per skill)."""
+    if not isinstance(detail, dict):
+        return {prefix: detail}
+    out: dict[str, Any] = {}
+    for k, v in detail.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def breakdown_rows(baseline: dict[str, Any], scores: dict[str, Any]) -> list[dict[str, Any]]:
+    """The reward's breakdown of the greedy completions (rlbench/rewards reward_breakdown), base
+    beside chosen checkpoint, per hidden split: where a score came from (abstentions, skills)."""
+    rows = []
+    for split in ("test", "heldout"):
+        base = _flat(((baseline.get(split) or {}).get("detail") or {}).get("greedy") or {})
+        new = _flat(((scores.get(split) or {}).get("detail") or {}).get("greedy") or {})
+        rows += [{"split": split, "key": k, "base": base.get(k), "score": new.get(k)} for k in new]
+    return rows
+
+
 def build_cell_report(cell_dir: Path) -> dict[str, Any]:
     cell_dir = Path(cell_dir).resolve()
     if not (cell_dir / "result.json").is_file():
@@ -377,6 +398,7 @@ def build_cell_report(cell_dir: Path) -> dict[str, Any]:
         # its report shows them empty ("-") rather than failing on a missing number
         "budget": {**dict.fromkeys(("wall_seconds", "used_seconds", "tool_calls")), **(r.budget or {})},
         "baseline": r.baseline or {}, "scores": r.scores or {},
+        "breakdown": breakdown_rows(r.baseline or {}, r.scores or {}),
         "gains": {split: g.to_dict() for split, g in (r.gains or {}).items()},
         "vs_baseline_config": r.vs_baseline_config,
         "sampling_only_gain": r.sampling_only_gain,  # a sampled gain with no greedy gain

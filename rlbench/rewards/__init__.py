@@ -9,7 +9,9 @@ from rlbench.config.core import ConfigError
 from rlbench.rewards.code import check_unit_tests, unit_tests
 from rlbench.rewards.exact import exact_int
 from rlbench.rewards.graded import int_closeness
+from rlbench.rewards.honest import honest_int
 from rlbench.rewards.instructions import check_if_instructions, check_instruction_answers, if_instructions
+from rlbench.rewards.skills import skill_exact
 from rlbench.rewards.number import check_exact_number, exact_number
 from rlbench.rewards.text import exact_text
 from rlbench.rewards.tool import calc_exact, game_win
@@ -18,7 +20,8 @@ RewardFn = Callable[..., float]
 
 _REWARDS: dict[str, RewardFn] = {"exact_int": exact_int, "int_closeness": int_closeness, "exact_text": exact_text,
                                  "calc_exact": calc_exact, "game_win": game_win, "exact_number": exact_number,
-                                 "unit_tests": unit_tests, "if_instructions": if_instructions}
+                                 "unit_tests": unit_tests, "if_instructions": if_instructions,
+                                 "honest_int": honest_int, "skill_exact": skill_exact}
 # rewards whose params need more than a known name: checked when the task loads, before any work
 _PARAM_CHECKS: dict[str, Callable[..., None]] = {"exact_number": check_exact_number, "unit_tests": check_unit_tests,
                                                  "if_instructions": check_if_instructions}
@@ -49,6 +52,15 @@ def score_many(name: str, params: Mapping[str, Any], texts: Sequence[str], answe
     return [float(fn(t, a, **params)) for t, a in zip(texts, answers)]
 
 
+def reward_breakdown(name: str, params: Mapping[str, Any], prompts: Sequence[str], texts: Sequence[str],
+                     answers: Sequence[Any]) -> dict[str, Any] | None:
+    """What a reward reports beside its mean (`fn.breakdown(prompts, completions, answers)`: e.g.
+    honest_int's calibration, how often the unanswerable was answered; skill_exact's score per
+    skill), or None for a reward that reports nothing more."""
+    breakdown = getattr(get_reward(name), "breakdown", None)
+    return None if breakdown is None else breakdown(list(prompts), list(texts), list(answers), **params)
+
+
 def reward_params(name: str) -> list[str]:
     """The params reward `name` accepts from `reward.params`: its keywords after (completion, answer)."""
     return list(inspect.signature(get_reward(name)).parameters)[2:]
@@ -74,5 +86,5 @@ def check_answers(name: str, splits: Mapping[str, Sequence[Mapping[str, Any]]]) 
         _ANSWER_CHECKS[name]((split, item["answer"]) for split, items in splits.items() for item in items)
 
 
-__all__ = ["RewardFn", "get_reward", "score_many", "unit_tests", "if_instructions", "check_reward", "check_answers", "reward_params", "exact_int", "int_closeness", "exact_text",
+__all__ = ["RewardFn", "get_reward", "score_many", "unit_tests", "if_instructions", "check_reward", "check_answers", "reward_breakdown", "reward_params", "honest_int", "skill_exact", "exact_int", "int_closeness", "exact_text",
            "calc_exact", "game_win", "exact_number"]

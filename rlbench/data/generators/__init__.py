@@ -26,7 +26,9 @@ def _builtin() -> dict[str, str]:
             "arith_pairs": "rlbench.data.generators.arith:generate_pairs",
             "words": "rlbench.data.generators.words:generate",
             "calc": "rlbench.data.generators.calc:generate",
-            "textgame": "rlbench.data.generators.textgame:generate"}
+            "textgame": "rlbench.data.generators.textgame:generate",
+            "honest": "rlbench.data.generators.honest:generate",
+            "multiskill": "rlbench.data.generators.multiskill:generate"}
 
 
 def corpus_format(gen: Generator) -> tuple[str, int]:
@@ -48,6 +50,19 @@ def corpus_tool(gen: Generator) -> dict[str, Any]:
     module = sys.modules.get(getattr(gen, "__module__", ""), None)
     tool = str(getattr(module, "TOOL", ""))
     return {"tool": tool, "max_calls": int(getattr(module, "MAX_CALLS", 2))} if tool else {}
+
+
+SPLIT_FAMILIES = {"train": "main", "dev": "main", "test": "main", "heldout": "heldout"}
+
+
+def split_family(gen: Generator, split: str) -> str:
+    """The family `gen` draws `split` from: `main` for train, dev and test and `heldout` for
+    heldout, unless its module's `SPLIT_FAMILIES` says otherwise (a multi-task generator whose
+    train shows the target skills only, while test also measures the skill the base already has)."""
+    import sys
+
+    module = sys.modules.get(getattr(gen, "__module__", ""), None)
+    return {**SPLIT_FAMILIES, **getattr(module, "SPLIT_FAMILIES", {})}[split]
 
 
 def generator_module(spec: str) -> str:
