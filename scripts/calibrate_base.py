@@ -60,8 +60,9 @@ def main() -> None:
             s = evaluate_model(str(path), task, (args.split,), use_cache=False)["scores"][args.split]
             c = curve[step]
             greedy = "-" if s["greedy"] is None else f"{100 * s['greedy']:.1f}"
+            detail = (s.get("detail") or {}).get("greedy")  # what the task's reward reports beside its mean
             print(f"{step:>6} {c['loss']:>7.3f} {100 * c['calib_greedy_acc']:>6.1f}% {100 * s['pass_at_1']:>15.1f} "
-                  f"{greedy:>9}", flush=True)
+                  f"{greedy:>9}" + (f"  greedy {detail}" if detail else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ class ScriptedTools:
         return {"ok": True, "dev": 0.7}
 
 
-LOCAL = {"name": "arith-grpo", "reward": {"access": "local"}}
+LOCAL = {"name": "arith-grpo", "reward": {"name": "exact_int", "access": "local"}}
 SUMMARY = {"steps": 1841, "stopped_by": "max_seconds", "first_reward": 0.3, "first_reward_mean_50": 0.35,
            "last_reward_mean_50": 0.7}
 
@@ -69,6 +69,14 @@ def test_a_lineage_refusal_falls_back_to_the_latest_saved_step_that_passes():
                                     "runs/attempt1/checkpoint-1200"]
     assert "steps=1200 " in subs[-1][2]  # the recipe of the same run stopped at that step
     assert sum(c[0] == "exec" for c in tools.calls) == 1  # accepted: no further attempt
+
+
+def test_answers_that_are_tests_get_no_warm_up():
+    task = {"name": "list-program", "reward": {"name": "list_program", "access": "local"}}
+    tools = ScriptedTools(task, {"prompt": "sort:", "answer": '{"inputs": [[2, 1]], "outputs": [[1, 2]]}'}, SUMMARY)
+    ReferenceAgent().run("", tools)
+    (command,) = [c[1] for c in tools.calls if c[0] == "exec"]
+    assert command.startswith("python train.py steps=5000 ") and "sft_steps" not in command
 
 
 def test_endpoint_rewards_cap_the_steps_and_without_answers_there_is_no_warm_up():

@@ -19,6 +19,13 @@ class SFTConfig(PipelineConfig):
 
 
 def run(cfg: SFTConfig) -> dict[str, Any]:
+    from rlbench.rewards import answer_is_completion
+    from rlbench.tasks.registry import load_task
+
+    reward = load_task(cfg.task).reward.name
+    if not answer_is_completion(reward):  # checked before the learner loads: the answers are tests, not targets
+        raise ValueError(f"SFT trains on the train answers as completions; task {cfg.task}'s reward '{reward}' "
+                         "checks completions against its answers (tests, ids, instructions) rather than by them")
     ctx = start_run("sft", cfg, reference_model=False, tools=True)
     data, model_path, learner = ctx.data, ctx.model_path, ctx.learner
     rollout = Rollout(model_path, cfg, learner) if cfg.eval_every else None

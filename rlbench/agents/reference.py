@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rlbench.agents.base import Agent
+from rlbench.rewards import answer_is_completion
 
 if TYPE_CHECKING:
     from rlbench.harness.tools import ToolBox
@@ -272,8 +273,9 @@ class ReferenceAgent(Agent):
                 break
             out = f"runs/attempt{i}"
             settings = dict(settings)
-            if command != "python train.py" or algo != "grpo" or "answer" not in first:
-                settings.pop("sft_steps", None)  # only the written train.py warms up, and only on answers
+            if command != "python train.py" or algo != "grpo" or "answer" not in first \
+                    or not answer_is_completion(str((task.get("reward") or {}).get("name", ""))):
+                settings.pop("sft_steps", None)  # only the written train.py warms up, and only on answers that are completions
             # the run stops itself in time to save its checkpoint: start-up and the save fit the margin
             box_s = max(30.0, left - reserve - 45)
             if "train_seconds" in settings:

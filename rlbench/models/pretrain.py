@@ -27,7 +27,7 @@ from rlbench.engines.hf_generate import generate
 from rlbench.engines.sampling import SamplingParams
 from rlbench.models.recipe import ModelRecipe
 from rlbench.progress import track
-from rlbench.rewards import get_reward
+from rlbench.rewards import score_many
 
 
 @dataclass
@@ -104,10 +104,10 @@ def _batch(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> dict[str, to
 
 def calibration_accuracy(model, tokenizer, items: list[dict[str, Any]], max_new_tokens: int = 8,
                          reward: str = "exact_int", tool: str = "", max_calls: int = 2) -> float:
-    fn = get_reward(reward)
     greedy = SamplingParams(greedy=True, max_new_tokens=max_new_tokens, tool=tool, max_calls=max_calls)
     outs = generate(model, tokenizer, [it["prompt"] for it in items], greedy, batch_size=256)
-    return sum(fn(o[0].text, it["answer"]) for o, it in zip(outs, items)) / max(len(items), 1)
+    # score_many: a reward with a batch form (a program run per completion) runs them side by side
+    return sum(score_many(reward, {}, [o[0].text for o in outs], [it["answer"] for it in items])) / max(len(items), 1)
 
 
 def pretrain(recipe: ModelRecipe, tokenizer: PreTrainedTokenizerFast,

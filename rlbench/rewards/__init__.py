@@ -12,6 +12,7 @@ from rlbench.rewards.graded import int_closeness
 from rlbench.rewards.honest import honest_int
 from rlbench.rewards.instructions import check_if_instructions, check_instruction_answers, if_instructions
 from rlbench.rewards.skills import skill_exact
+from rlbench.rewards.listops import check_list_program, list_program
 from rlbench.rewards.number import check_exact_number, exact_number
 from rlbench.rewards.text import exact_text
 from rlbench.rewards.tool import calc_exact, game_win
@@ -21,13 +22,25 @@ RewardFn = Callable[..., float]
 _REWARDS: dict[str, RewardFn] = {"exact_int": exact_int, "int_closeness": int_closeness, "exact_text": exact_text,
                                  "calc_exact": calc_exact, "game_win": game_win, "exact_number": exact_number,
                                  "unit_tests": unit_tests, "if_instructions": if_instructions,
-                                 "honest_int": honest_int, "skill_exact": skill_exact}
+                                 "honest_int": honest_int, "skill_exact": skill_exact, "list_program": list_program}
 # rewards whose params need more than a known name: checked when the task loads, before any work
 _PARAM_CHECKS: dict[str, Callable[..., None]] = {"exact_number": check_exact_number, "unit_tests": check_unit_tests,
-                                                 "if_instructions": check_if_instructions}
+                                                 "if_instructions": check_if_instructions,
+                                                 "list_program": check_list_program}
 # rewards whose items' answers must be checked against this machine when a task's splits are
 # built or loaded (a malformed answer, or data a checker needs and the machine lacks)
 _ANSWER_CHECKS: dict[str, Callable[[Iterable[tuple[str, Any]]], None]] = {"if_instructions": check_instruction_answers}
+
+
+# rewards whose `answer` is itself a right completion (a number, a text), so that SFT on the train
+# answers teaches the task; the others' answers are what a completion is checked against (unit
+# tests, a game's id, instruction parameters) and a model trained to write them learns nothing
+_COMPLETION_ANSWERS = frozenset({"exact_int", "int_closeness", "exact_text", "calc_exact", "exact_number",
+                                 "honest_int", "skill_exact"})
+
+
+def answer_is_completion(name: str) -> bool:
+    return name in _COMPLETION_ANSWERS
 
 
 def get_reward(name: str) -> RewardFn:
@@ -86,5 +99,5 @@ def check_answers(name: str, splits: Mapping[str, Sequence[Mapping[str, Any]]]) 
         _ANSWER_CHECKS[name]((split, item["answer"]) for split, items in splits.items() for item in items)
 
 
-__all__ = ["RewardFn", "get_reward", "score_many", "unit_tests", "if_instructions", "check_reward", "check_answers", "reward_breakdown", "reward_params", "honest_int", "skill_exact", "exact_int", "int_closeness", "exact_text",
+__all__ = ["RewardFn", "get_reward", "score_many", "unit_tests", "if_instructions", "check_reward", "answer_is_completion", "check_answers", "reward_breakdown", "reward_params", "honest_int", "skill_exact", "list_program", "exact_int", "int_closeness", "exact_text",
            "calc_exact", "game_win", "exact_number"]

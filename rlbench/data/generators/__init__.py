@@ -28,7 +28,8 @@ def _builtin() -> dict[str, str]:
             "calc": "rlbench.data.generators.calc:generate",
             "textgame": "rlbench.data.generators.textgame:generate",
             "honest": "rlbench.data.generators.honest:generate",
-            "multiskill": "rlbench.data.generators.multiskill:generate"}
+            "multiskill": "rlbench.data.generators.multiskill:generate",
+            "listops": "rlbench.data.generators.listops:generate"}
 
 
 def corpus_format(gen: Generator) -> tuple[str, int]:
