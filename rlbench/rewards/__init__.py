@@ -12,7 +12,7 @@ from rlbench.rewards.graded import int_closeness
 from rlbench.rewards.honest import honest_int
 from rlbench.rewards.instructions import check_if_instructions, check_instruction_answers, if_instructions
 from rlbench.rewards.skills import skill_exact
-from rlbench.rewards.listops import check_list_program, list_program
+from rlbench.rewards.listops import list_program
 from rlbench.rewards.number import check_exact_number, exact_number
 from rlbench.rewards.text import exact_text
 from rlbench.rewards.tool import calc_exact, game_win
@@ -26,7 +26,7 @@ _REWARDS: dict[str, RewardFn] = {"exact_int": exact_int, "int_closeness": int_cl
 # rewards whose params need more than a known name: checked when the task loads, before any work
 _PARAM_CHECKS: dict[str, Callable[..., None]] = {"exact_number": check_exact_number, "unit_tests": check_unit_tests,
                                                  "if_instructions": check_if_instructions,
-                                                 "list_program": check_list_program}
+                                                 "list_program": check_unit_tests}  # the same limits, a program each
 # rewards whose items' answers must be checked against this machine when a task's splits are
 # built or loaded (a malformed answer, or data a checker needs and the machine lacks)
 _ANSWER_CHECKS: dict[str, Callable[[Iterable[tuple[str, Any]]], None]] = {"if_instructions": check_instruction_answers}

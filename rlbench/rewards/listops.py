@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from rlbench.config.core import check
 from rlbench.sandbox.program import ProgramLimits, run_many
 
 MAX_PROGRAM_LINES = 32  # a completion's lines beyond this are not a solution of a list-program problem
@@ -53,13 +52,6 @@ def list_program_batch(completions: Sequence[str], answers: Sequence[str], timeo
 
 def list_program(completion: str, answer: str, timeout_s: float = 5.0, memory_mb: int = 512) -> float:
     return list_program_batch([completion], [answer], timeout_s=timeout_s, memory_mb=memory_mb)[0]
-
-
-def check_list_program(timeout_s: object = 5.0, memory_mb: object = 512) -> None:
-    check(isinstance(timeout_s, (int, float)) and 0 < float(timeout_s) <= 60, "reward.params.timeout_s", timeout_s,
-          "seconds in (0, 60]")
-    check(isinstance(memory_mb, int) and 64 <= memory_mb <= 16384, "reward.params.memory_mb", memory_mb,
-          "an integer in [64, 16384]")
 
 
 list_program.batch = list_program_batch  # type: ignore[attr-defined]
