@@ -33,6 +33,11 @@ def test_items_of_each_skill_are_right():
             assert (a >= b) == (family != "heldout")  # heldout: larger operand second (a negative difference)
     with pytest.raises(ValueError, match="family"):
         generate("test", rng, {})
+    # the base's corpus: mostly the skill to keep, a little of each target, either operand first
+    corpus = [generate("pretrain", rng, {}) for _ in range(3000)]
+    shares = Counter(it["skill"] for it in corpus)
+    assert 0.75 < shares["add"] / 3000 < 0.85 and shares["oct"] > 200 and shares["sub"] > 200
+    assert any(int(it["answer"]) < 0 for it in corpus if it["skill"] == "sub")
 
 
 def test_train_draws_the_target_skills_only_and_test_all_three(monkeypatch, tmp_path):
@@ -50,7 +55,7 @@ def test_train_draws_the_target_skills_only_and_test_all_three(monkeypatch, tmp_
     assert set(shares["train"]) == {"oct", "sub"}
     for s in ("dev", "test", "heldout"):
         assert set(shares[s]) == {"add", "oct", "sub"} and min(shares[s].values()) > len(splits[s]) / 4
-    assert (task.category.value, task.difficulty.value, task.model.base) == ("reasoning", "hard", "adder-s")
+    assert (task.category.value, task.difficulty.value, task.model.base) == ("reasoning", "hard", "multi-s")
 
 
 def test_the_breakdown_scores_each_skill():

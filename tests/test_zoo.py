@@ -27,6 +27,26 @@ def test_every_recipe_has_head_size_at_least_32():
         assert arch.hidden_size // arch.num_heads >= 32
 
 
+def test_a_recipe_trains_on_exactly_the_families_it_names(tmp_path):
+    """A recipe's corpus mix replaces, never joins, a default: helper-s names only `pretrain`,
+    whose refusals are random, and a `main` merged in would teach it the task's hidden policy."""
+    from rlbench.config.core import load_config
+    from rlbench.models.recipe import ModelRecipe
+
+    import yaml
+
+    assert load_recipe("helper-s").corpus.mix == {"pretrain": 1.0}
+    blob = yaml.safe_load((zoo.RECIPES_DIR / "arith-tiny.yaml").read_text())
+    blob["corpus"].pop("mix")
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(blob))
+    with pytest.raises(ConfigError, match="corpus.mix"):
+        load_config(ModelRecipe, tmp_path / "r.yaml")
+    blob["corpus"]["mix"] = {"main": 0.0}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(blob))
+    with pytest.raises(ConfigError, match="corpus.mix"):
+        load_config(ModelRecipe, tmp_path / "r.yaml")
+
+
 def test_head_size_16_is_refused():
     with pytest.raises(ConfigError, match="head size"):
         load_recipe("arith-tiny", ["arch.num_heads=4"])

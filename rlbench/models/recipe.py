@@ -38,9 +38,15 @@ class ArchConfig:
 class CorpusConfig:
     generator: str = "arith"
     params: dict[str, Any] = field(default_factory=dict)
-    # share of each generator family in the pretraining stream
-    mix: dict[str, float] = field(default_factory=lambda: {"main": 1.0})
+    # share of each generator family in the pretraining stream. No default: a default dict would
+    # be merged with the recipe's own (OmegaConf merges mappings key by key), so `{pretrain: 1.0}`
+    # would silently train on `main` too (helper-s's first build learned the hidden policy so).
+    mix: dict[str, float] = field(default_factory=dict)
     seed: int = 0
+
+    def validate(self) -> None:
+        check(bool(self.mix) and all(float(v) > 0 for v in self.mix.values()), "corpus.mix", dict(self.mix),
+              "a positive share for each family, at least one (e.g. {main: 1.0})")
 
 
 @dataclass

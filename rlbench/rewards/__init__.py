@@ -7,8 +7,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rlbench.config.core import ConfigError
 from rlbench.rewards.code import check_unit_tests, unit_tests
+from rlbench.rewards.deduce import yes_no
 from rlbench.rewards.exact import exact_int
 from rlbench.rewards.graded import int_closeness
+from rlbench.rewards.harmless import refuse_or_answer
 from rlbench.rewards.honest import honest_int
 from rlbench.rewards.instructions import check_if_instructions, check_instruction_answers, if_instructions
 from rlbench.rewards.skills import skill_exact
@@ -22,7 +24,8 @@ RewardFn = Callable[..., float]
 _REWARDS: dict[str, RewardFn] = {"exact_int": exact_int, "int_closeness": int_closeness, "exact_text": exact_text,
                                  "calc_exact": calc_exact, "game_win": game_win, "exact_number": exact_number,
                                  "unit_tests": unit_tests, "if_instructions": if_instructions,
-                                 "honest_int": honest_int, "skill_exact": skill_exact, "list_program": list_program}
+                                 "honest_int": honest_int, "skill_exact": skill_exact, "list_program": list_program,
+                                 "refuse_or_answer": refuse_or_answer, "yes_no": yes_no}
 # rewards whose params need more than a known name: checked when the task loads, before any work
 _PARAM_CHECKS: dict[str, Callable[..., None]] = {"exact_number": check_exact_number, "unit_tests": check_unit_tests,
                                                  "if_instructions": check_if_instructions,
@@ -36,7 +39,7 @@ _ANSWER_CHECKS: dict[str, Callable[[Iterable[tuple[str, Any]]], None]] = {"if_in
 # answers teaches the task; the others' answers are what a completion is checked against (unit
 # tests, a game's id, instruction parameters) and a model trained to write them learns nothing
 _COMPLETION_ANSWERS = frozenset({"exact_int", "int_closeness", "exact_text", "calc_exact", "exact_number",
-                                 "honest_int", "skill_exact"})
+                                 "honest_int", "skill_exact", "refuse_or_answer", "yes_no"})
 
 
 def answer_is_completion(name: str) -> bool:
@@ -99,5 +102,5 @@ def check_answers(name: str, splits: Mapping[str, Sequence[Mapping[str, Any]]]) 
         _ANSWER_CHECKS[name]((split, item["answer"]) for split, items in splits.items() for item in items)
 
 
-__all__ = ["RewardFn", "get_reward", "score_many", "unit_tests", "if_instructions", "check_reward", "answer_is_completion", "check_answers", "reward_breakdown", "reward_params", "honest_int", "skill_exact", "list_program", "exact_int", "int_closeness", "exact_text",
+__all__ = ["RewardFn", "get_reward", "score_many", "unit_tests", "if_instructions", "check_reward", "answer_is_completion", "check_answers", "reward_breakdown", "reward_params", "honest_int", "skill_exact", "list_program", "refuse_or_answer", "yes_no", "exact_int", "int_closeness", "exact_text",
            "calc_exact", "game_win", "exact_number"]

@@ -29,7 +29,9 @@ def _builtin() -> dict[str, str]:
             "textgame": "rlbench.data.generators.textgame:generate",
             "honest": "rlbench.data.generators.honest:generate",
             "multiskill": "rlbench.data.generators.multiskill:generate",
-            "listops": "rlbench.data.generators.listops:generate"}
+            "listops": "rlbench.data.generators.listops:generate",
+            "purpose": "rlbench.data.generators.purpose:generate",
+            "liars": "rlbench.data.generators.liars:generate"}
 
 
 def corpus_format(gen: Generator) -> tuple[str, int]:
