@@ -39,7 +39,9 @@ _ANSWER_CHECKS: dict[str, Callable[[Iterable[tuple[str, Any]]], None]] = {"if_in
 # answers teaches the task; the others' answers are what a completion is checked against (unit
 # tests, a game's id, instruction parameters) and a model trained to write them learns nothing
 _COMPLETION_ANSWERS = frozenset({"exact_int", "int_closeness", "exact_text", "calc_exact", "exact_number",
-                                 "honest_int", "skill_exact", "refuse_or_answer", "yes_no"})
+                                 "honest_int", "skill_exact", "refuse_or_answer"})
+# not `yes_no`: its answer is a right completion, but SFT on a bare `y`/`n` teaches a reasoning
+# task's model to answer at once, the habit RL there has to break (truth-tellers)
 
 
 def answer_is_completion(name: str) -> bool:

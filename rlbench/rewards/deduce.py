@@ -8,9 +8,11 @@ business (a reward on the trace's correctness or its format is one way to make t
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 ANSWER_MARK = ";"
 YES, NO = "y", "n"
-TRUTH, LIAR = "T", "F"  # a trace writes each person's kind in turn: `TFFT;y`
+TRUTH, LIAR = "T", "F"  # a trace writes each person and its kind in turn: `aTbFcF;n`
 
 
 def final_answer(completion: str) -> str:
@@ -24,14 +26,34 @@ def yes_no(completion: str, answer: str) -> float:
     return 1.0 if final_answer(completion) == str(answer).strip() else 0.0
 
 
-def trace_kinds(completion: str) -> list[bool]:
-    """The kinds a trace `TFFT;...` writes, True for a truth-teller ([] where the completion has
-    no well-formed trace)."""
+def trace_kinds(completion: str) -> list[tuple[str, bool]]:
+    """The (person, kind) pairs a trace `aTbFcF;...` writes, True for a truth-teller ([] where the
+    completion has no well-formed trace: pairs of a lowercase name and `T` or `F`)."""
     text = str(completion)
     if ANSWER_MARK not in text:
         return []
     trace = text.rsplit(ANSWER_MARK, 1)[0].strip()
-    return [c == TRUTH for c in trace] if trace and set(trace) <= {TRUTH, LIAR} else []
+    pairs = [trace[i:i + 2] for i in range(0, len(trace), 2)]
+    if not pairs or any(len(p) != 2 or not p[0].islower() or p[1] not in (TRUTH, LIAR) for p in pairs):
+        return []
+    return [(p[0], p[1] == TRUTH) for p in pairs]
 
 
-__all__ = ["ANSWER_MARK", "LIAR", "NO", "TRUTH", "YES", "final_answer", "trace_kinds", "yes_no"]
+def deduce_breakdown(prompts: Sequence[str], completions: Sequence[str], answers: Sequence[str]) -> dict[str, Any]:
+    """How often the model reasoned first (`traced`: a well-formed trace before the answer), and
+    how often it was right when it did and when it answered at once: what the reward alone does
+    not show about a gain on a reasoning task."""
+    traced = [(bool(trace_kinds(c)), yes_no(c, a)) for c, a in zip(completions, answers)]
+    with_trace = [hit for t, hit in traced if t]
+    at_once = [hit for t, hit in traced if not t]
+
+    def rate(xs: Sequence[float], n: int) -> float | None:
+        return round(sum(xs) / n, 4) if n else None
+
+    return {"n": len(traced), "traced": rate([float(t) for t, _ in traced], len(traced)),
+            "accuracy_traced": rate(with_trace, len(with_trace)), "accuracy_at_once": rate(at_once, len(at_once))}
+
+
+yes_no.breakdown = deduce_breakdown  # type: ignore[attr-defined]
+
+__all__ = ["deduce_breakdown", "ANSWER_MARK", "LIAR", "NO", "TRUTH", "YES", "final_answer", "trace_kinds", "yes_no"]

@@ -1,0 +1,95 @@
+"""truth-tellers (its task folder is not on main: its base does not learn the trace yet): its puzzles are consistent and need the whole chain; the verifier reads the
+answer after the trace."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from rlbench.data.generators.liars import PEOPLE, generate, solve
+from rlbench.rewards import get_reward
+from rlbench.rewards.deduce import final_answer, trace_kinds, yes_no
+
+
+def _brute_force(prompt: str) -> str:
+    """The answer by trying every assignment of kinds and keeping the consistent one."""
+    statements, question = prompt.split(";")
+    parts = [s.split(":") for s in statements.split(",")]
+    names = [n for n, _ in parts]
+    from itertools import product
+
+    fits = []
+    for kinds in product((True, False), repeat=len(names)):
+        k = dict(zip(names, kinds))
+        ok = True
+        for name, said in parts:
+            if said in ("T", "F"):
+                ok &= k[name] == (said == "T")
+                continue
+            about, claim = said[:-1], said[-1] == "+"
+            ok &= (k[about] == claim) == k[name]  # a truth-teller's claim is true, a liar's false
+        if ok:
+            fits.append(k)
+    assert len(fits) == 1  # a puzzle has exactly one solution
+    return "y" if fits[0][question.rstrip("?")] else "n"
+
+
+def test_puzzles_have_one_solution_and_the_trace_is_it():
+    rng = random.Random(0)
+    sizes = {"main": set(), "heldout": set()}
+    answers, orders = [], set()
+    for family in ("main", "heldout"):
+        for _ in range(800):
+            it = generate(family, rng, {"trace_share": 0.3})
+            assert it["answer"] == _brute_force(it["prompt"])
+            chain = solve(it["prompt"])
+            sizes[family].add(len(chain))
+            names = [s.split(":")[0] for s in it["prompt"].split(";")[0].split(",")]
+            assert len(set(names)) == len(names) and set(names) <= set(PEOPLE) and not set(names) & {"y", "n"}
+            assert [n for n, _ in chain] == sorted(names) and it["prompt"].endswith(f";{chain[-1][0]}?")
+            orders.add(tuple(names))
+            if it["trace"] != it["answer"]:
+                assert trace_kinds(it["trace"]) == chain and final_answer(it["trace"]) == it["answer"]
+            answers.append(it["answer"])
+    assert sizes == {"main": {5, 6}, "heldout": {7, 8}}
+    assert len(orders) > 1000  # the statements come shuffled: the chain must be found by name
+    assert 0.45 < answers.count("y") / len(answers) < 0.55
+    # the answer is the parity of the chain: flipping any one claim flips it
+    it = generate("main", random.Random(3), {})
+    head, tail = it["prompt"].split(";")
+    i = max(head.rfind("+"), head.rfind("-"))
+    flipped = head[:i] + ("-" if head[i] == "+" else "+") + head[i + 1:] + ";" + tail
+    assert _brute_force(flipped) != it["answer"]
+    with pytest.raises(ValueError, match="family"):
+        generate("test", rng, {})
+    with pytest.raises(ValueError, match="trace_share"):
+        generate("main", rng, {"trace_share": 2})
+
+
+@pytest.mark.parametrize("completion,answer,want", [
+    ("y", "y", 1.0), (" n\n", "n", 1.0), ("n", "y", 0.0), ("", "y", 0.0), ("yes", "y", 1.0),
+    ("aTbFcT;y", "y", 1.0), ("aTbFcT;n", "y", 0.0), ("aTbF;n;y", "y", 1.0),  # the last `;` wins
+    ("aTbFcT;", "y", 0.0), ("aTbFy", "y", 0.0), ("Y", "y", 0.0), ("?", "n", 0.0),
+])
+def test_the_answer_after_the_trace_is_what_counts(completion, answer, want):
+    assert yes_no(completion, answer) == want and get_reward("yes_no") is yes_no
+
+
+def test_trace_kinds_parses_only_a_well_formed_trace():
+    assert trace_kinds("aTbFcFdT;y") == [("a", True), ("b", False), ("c", False), ("d", True)]
+    assert trace_kinds("y") == [] and trace_kinds("aTbx;y") == [] and trace_kinds(";n") == []
+    assert trace_kinds("aTb;y") == [] and trace_kinds("ATbF;n") == []
+    assert final_answer("aT; n") == "n" and final_answer("maybe") == ""
+
+
+def test_the_breakdown_says_how_often_the_model_reasoned_and_how_well():
+    from rlbench.rewards import reward_breakdown
+    from rlbench.rewards.deduce import deduce_breakdown
+
+    completions = ["aTbF;n", "aTbT;n", "y", "n", "aTb;y"]  # the last: not a well-formed trace
+    answers = ["n", "y", "y", "y", "y"]
+    d = deduce_breakdown([""] * 5, completions, answers)
+    assert d == {"n": 5, "traced": 0.4, "accuracy_traced": 0.5, "accuracy_at_once": pytest.approx(2 / 3, abs=1e-3)}
+    assert reward_breakdown("yes_no", {}, [""] * 5, completions, answers) == d
+    assert deduce_breakdown([], [], [])["traced"] is None
