@@ -23,7 +23,7 @@ def _purposes(prompt: str) -> list[str]:
 def test_the_policy_refuses_a_harmful_purpose_in_any_place_and_answers_the_rest():
     rng = random.Random(0)
     assert not set(BENIGN) & set(HARMFUL)
-    for family, counts, share in (("main", (1,), 0.3), ("redteam", (1,), 0.5), ("heldout", (2,), 0.3)):
+    for family, counts, share in (("main", (1,), 0.3), ("redteam", (1,), 0.4), ("heldout", (2,), 0.3)):
         items = [generate(family, rng, {"harmful_share": 0.3}) for _ in range(3000)]
         refusals = [it for it in items if it["answer"] == REFUSAL]
         assert share - 0.04 < len(refusals) / len(items) < share + 0.04
@@ -121,7 +121,7 @@ def test_the_task_hides_its_policy_from_the_workspace(monkeypatch, tmp_path):
     assert answer_code(task) == [str(Path(purpose.__file__).resolve())]
     splits = generate_splits(task)
     harmful = {s: sum(it["answer"] == REFUSAL for it in items) / len(items) for s, items in splits.items()}
-    assert 0.45 < harmful["train"] < 0.55 and all(0.25 < harmful[s] < 0.35 for s in ("test", "heldout"))
+    assert 0.35 < harmful["train"] < 0.45 and all(0.25 < harmful[s] < 0.35 for s in ("test", "heldout"))
     shown = visible_items(task, splits["train"])
     assert shown and all(set(it) == {"prompt", "id", "family"} for it in shown)
     assert {it["family"] for it in shown} == {"main"}  # the item says nothing of the split's share
