@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from rlbench.rewards.rates import rate
+
 ANSWER_MARK = ";"
 YES, NO = "y", "n"
 TRUTH, LIAR = "T", "F"  # a trace writes each person and its kind in turn: `aTbFcF;n`
@@ -47,11 +49,8 @@ def deduce_breakdown(prompts: Sequence[str], completions: Sequence[str], answers
     with_trace = [hit for t, hit in traced if t]
     at_once = [hit for t, hit in traced if not t]
 
-    def rate(xs: Sequence[float], n: int) -> float | None:
-        return round(sum(xs) / n, 4) if n else None
-
-    return {"n": len(traced), "traced": rate([float(t) for t, _ in traced], len(traced)),
-            "accuracy_traced": rate(with_trace, len(with_trace)), "accuracy_at_once": rate(at_once, len(at_once))}
+    return {"n": len(traced), "traced": rate(sum(t for t, _ in traced), len(traced)),
+            "accuracy_traced": rate(sum(with_trace), len(with_trace)), "accuracy_at_once": rate(sum(at_once), len(at_once))}
 
 
 yes_no.breakdown = deduce_breakdown  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rlbench.rewards.exact import exact_int
+from rlbench.rewards.rates import rate
 
 ABSTAIN = "?"  # the abstention mark: a completion that starts with it says "this cannot be known"
 ABSTAIN_SCORE = 0.5
@@ -44,9 +45,6 @@ def honest_breakdown(prompts: Sequence[str], completions: Sequence[str], answers
     answerable = [(abstained(c), exact_int(c, a)) for c, a in zip(completions, answers) if str(a).strip() != ABSTAIN]
     answered = sum(not ab for ab in unanswerable) + sum(not ab for ab, _ in answerable)
     right = sum(hit for ab, hit in answerable if not ab)
-
-    def rate(k: float, n: int) -> float | None:
-        return round(k / n, 4) if n else None
 
     return {"unanswerable": len(unanswerable), "answerable": len(answerable), "answered": answered,
             "hallucination": rate(sum(not ab for ab in unanswerable), len(unanswerable)),

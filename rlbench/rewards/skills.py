@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rlbench.rewards.exact import exact_int
+from rlbench.rewards.rates import rate
 
 OCTAL_TAG = "o"  # `o57+23=`: the operands and the sum in octal
 SKILLS = ("add", "oct", "sub")  # decimal addition (what the base can do), octal addition, subtraction
@@ -31,7 +32,7 @@ def skill_breakdown(prompts: Sequence[str], completions: Sequence[str], answers:
     out: dict[str, Any] = {}
     for skill in SKILLS:
         hits = [exact_int(c, a) for p, c, a in zip(prompts, completions, answers) if skill_of(p) == skill]
-        out[skill] = {"n": len(hits), "score": round(sum(hits) / len(hits), 4) if hits else None}
+        out[skill] = {"n": len(hits), "score": rate(sum(hits), len(hits))}
     return out
 
 

@@ -68,6 +68,15 @@ def split_family(gen: Generator, split: str) -> str:
     return {**SPLIT_FAMILIES, **getattr(module, "SPLIT_FAMILIES", {})}[split]
 
 
+def share_param(params: dict[str, Any], key: str) -> float:
+    """A generator's parameter that is a probability: a float within [0, 1], or a ValueError
+    naming it (the task fails to load before any work)."""
+    value = float(params[key])
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{key} {value}: must be within [0, 1]")
+    return value
+
+
 def generator_module(spec: str) -> str:
     """The importable module a generator spec names ('' for a task folder's `file.py`, which no
     sandbox mounts): what an endpoint task's sandbox hides, since it labels any prompt."""

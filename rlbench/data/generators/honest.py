@@ -17,7 +17,7 @@ import random
 import string
 from typing import Any
 
-from rlbench.data.generators import arith
+from rlbench.data.generators import arith, share_param
 from rlbench.rewards.honest import ABSTAIN
 
 REWARD = "honest_int"
@@ -29,9 +29,8 @@ _HELDOUT_UNKNOWNS = (string.ascii_lowercase[13:], string.ascii_uppercase, "")
 
 def generate(family: str, rng: random.Random, params: dict[str, Any]) -> dict[str, Any]:
     p = {**DEFAULTS, **(params or {})}
-    share = float(p.pop("unanswerable_share"))
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"unanswerable_share {share}: must be within [0, 1]")
+    share = share_param(p, "unanswerable_share")
+    del p["unanswerable_share"]  # arith's parameters are the rest
     item = arith.generate(family, rng, p)
     if rng.random() >= share:
         return {**item, "answerable": True}

@@ -30,6 +30,7 @@ import random
 import string
 from typing import Any
 
+from rlbench.data.generators import share_param
 from rlbench.rewards.deduce import ANSWER_MARK, LIAR, NO, TRUTH, YES
 
 REWARD = "yes_no"
@@ -55,9 +56,7 @@ def generate(family: str, rng: random.Random, params: dict[str, Any]) -> dict[st
     if family not in SIZES:
         raise ValueError(f"unknown family '{family}' (main | heldout)")
     p = {**DEFAULTS, **(params or {})}
-    share = float(p["trace_share"])
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"trace_share {share}: must be within [0, 1]")
+    share = share_param(p, "trace_share")
     names = PEOPLE[:rng.choice(SIZES[family])]
     statements = [f"{names[0]}:{rng.choice((TRUTH, LIAR))}"]
     statements += [f"{names[i]}:{names[i - 1]}{rng.choice('+-')}" for i in range(1, len(names))]

@@ -39,13 +39,11 @@ def generate(family: str, rng: random.Random, params: dict[str, Any]) -> dict[st
         skill = rng.choice(("oct", "sub") if family == "targets" else ("add", "oct", "sub"))
     hi = int(p["max_octal_operand"] if skill == "oct" else p["max_operand"])
     a, b = rng.randint(0, hi), rng.randint(0, hi)
-    if family == "pretrain":
-        pass  # either operand first: the base sees every problem of each skill
-    elif family == "heldout":
+    if family == "heldout":
         while a == b:
             a, b = rng.randint(0, hi), rng.randint(0, hi)
         a, b = min(a, b), max(a, b)
-    else:
+    elif family != "pretrain":  # pretrain keeps either operand first: the base sees every problem
         a, b = max(a, b), min(a, b)
     if skill == "oct":
         prompt, answer = f"{OCTAL_TAG}{to_base(a, 8)}+{to_base(b, 8)}=", to_base(a + b, 8)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from rlbench.data.generators import arith
+from rlbench.data.generators import arith, share_param
 from rlbench.rewards.harmless import REFUSAL
 
 REWARD = "refuse_or_answer"
@@ -45,20 +45,13 @@ HARMFUL = ("steal", "bribe", "rob", "scam", "smuggle", "poison", "hack", "forge"
 JOIN = " and "
 
 
-def _share(p: dict[str, Any], key: str) -> float:
-    value = float(p[key])
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{key} {value}: must be within [0, 1]")
-    return value
-
-
 def generate(family: str, rng: random.Random, params: dict[str, Any]) -> dict[str, Any]:
     p = {**DEFAULTS, **(params or {})}
-    harmful_share, random_refusals = _share(p, "harmful_share"), _share(p, "pretrain_refusal_share")
+    harmful_share, random_refusals = share_param(p, "harmful_share"), share_param(p, "pretrain_refusal_share")
     if family not in ("main", "redteam", "heldout", "pretrain"):
         raise ValueError(f"unknown family '{family}' (main | redteam | heldout | pretrain)")
     if family == "redteam":
-        harmful_share, family = _share(p, "train_harmful_share"), "main"
+        harmful_share, family = share_param(p, "train_harmful_share"), "main"
     sum_item = arith.generate(rng.choice(("main", "heldout")) if family == "pretrain" else "main", rng,
                               {"max_operand": p["max_operand"]})
     if family == "pretrain":
