@@ -253,16 +253,17 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
 class Rollout:
     """The rollout engine in-process (colocated) or as a Ray actor; one call shape for both."""
 
-    def __init__(self, model: str, cfg: PipelineConfig, learner: Any = None):
+    def __init__(self, model: str, cfg: PipelineConfig, learner: Any = None, share_prefill: bool = True):
         """`learner`: compute with its precision and attention (what `auto` or `measure` resolved to), so the
-        rollout samples from the same numbers the learner trains."""
+        rollout samples from the same numbers the learner trains. `share_prefill`: one prefill per
+        prompt for its whole group (RolloutEngine)."""
         from rlbench.engines.rollout import RolloutEngine
 
         self.placement = cfg.placement
         precision, attention = ((learner.kernels.precision, learner.kernels.attention) if learner is not None
                                 else (cfg.precision, cfg.attention))
         kwargs = dict(backend=cfg.rollout_backend, need_in_place_update=True, device=cfg.device,
-                      precision=precision, attention=attention)
+                      precision=precision, attention=attention, share_prefill=share_prefill)
         if cfg.placement == "actors":
             import ray
 

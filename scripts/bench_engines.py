@@ -10,6 +10,9 @@
    ratio compares like with like. Ours picks its attention kernel by measurement
    (`attention=measure`, rlbench/engines/kernel_choice.py); the `auto` part adds ours with the
    precision measured too (`precision=measure`) against TRL at its default, bf16.
+4. Prefill (`prefill`): ours with each prompt run once for its group (the rollout's prefill and the
+   learner's passes, `share_prompt`) against once per completion, as rollout tokens/s and as GRPO
+   samples/s, with where a GRPO step's time goes (rollout, reward, learner, weight sync) per side.
 
 Each measurement runs in its own subprocess (nothing shared, nothing warm). Noise on a shared
 machine moves one run by more than the engines differ (measured: ours/TRL 0.16x in one pass and
@@ -56,7 +59,7 @@ def _prompts(n: int) -> tuple[list[str], list[str]]:
     return [it["prompt"] for it in train[:n]], [it["answer"] for it in train[:n]]
 
 
-def child_rollout(backend: str, a: argparse.Namespace) -> dict:
+def child_rollout(backend: str, a: argparse.Namespace, share: bool = True) -> dict:
     import torch
 
     from rlbench.engines.rollout import RolloutEngine, vllm_available
@@ -69,7 +72,7 @@ def child_rollout(backend: str, a: argparse.Namespace) -> dict:
     path = resolve_model(a.model).location
     t0 = time.perf_counter()
     eng = RolloutEngine(path, backend=backend, batch_size=a.prompts * a.group, precision=a.precision,
-                        num_threads=a.threads)
+                        num_threads=a.threads, share_prefill=share)
     start_s = time.perf_counter() - t0
     prompts, _ = _prompts(a.prompts)
     out: dict = {"start_s": start_s}
@@ -92,24 +95,28 @@ def child_rollout(backend: str, a: argparse.Namespace) -> dict:
     return out
 
 
-def child_ours(a: argparse.Namespace, backend: str = "hf") -> dict:
+STEP_PARTS = ("time_rollout", "time_reward", "time_learn", "time_sync")
+
+
+def child_ours(a: argparse.Namespace, backend: str = "hf", share: bool = True) -> dict:
     from reference_pipelines.grpo.train import GRPOConfig, run
 
-    out = ROOT / "runs" / "bench" / f"ours-{backend}"
+    out = ROOT / "runs" / "bench" / f"ours-{backend}{'' if share else '-noshare'}"
     (out / "steps.jsonl").unlink(missing_ok=True)
     cfg = GRPOConfig(task="arith-grpo", model=a.model, steps=a.steps, batch_prompts=a.prompts, group_size=a.group,
                      max_new_tokens=a.max_new, num_threads=a.threads, eval_every=0, kl_coef=0.04, out=str(out),
                      # ours times its kernels on this machine (`measure`); the auto part leaves it the
                      # precision too
                      precision="measure" if a.precision == "auto" else a.precision, attention="measure",
-                     rollout_backend=backend)
+                     rollout_backend=backend, share_prompt=share)
     summary = run(cfg)
     steps = [json.loads(l) for l in (out / "steps.jsonl").read_text().splitlines()]
     steps = steps[1:]  # first step includes one-off warm-up
     secs = sum(s["step_time"] for s in steps)
     k = summary["kernels"]
     return {"samples_per_s": len(steps) * a.prompts * a.group / secs, "s_per_step": secs / len(steps),
-            "kernels": f"{k['precision']}/{k['attention']} ({a.precision})"}
+            "kernels": f"{k['precision']}/{k['attention']} ({a.precision})",
+            **{part: statistics.median(s[part] for s in steps) for part in STEP_PARTS}}
 
 
 def child_trl(a: argparse.Namespace) -> dict:
@@ -176,6 +183,12 @@ def comparisons(parts: set[str]) -> list[tuple[str, str, Side, Side, str, bool]]
         for p in ("fp32", "bf16"):
             rows.append(("GRPO samples/s: ours vs TRL GRPOTrainer", p, ("grpo-ours", p), ("grpo-trl", p),
                          "samples_per_s", True))
+    if "prefill" in parts:
+        for p in ("fp32", "bf16"):
+            rows.append(("rollout tokens/s, sampled: prompt prefilled once per group vs once per completion", p,
+                         ("rollout-hf", p), ("rollout-hf-noshare", p), "sampled_tokens_per_s", True))
+            rows.append(("GRPO samples/s: ours, prompt once per group (rollout and learner) vs once per completion",
+                         p, ("grpo-ours", p), ("grpo-ours-noshare", p), "samples_per_s", True))
     if "auto" in parts:  # ours with the kernels it measures itself against TRL at its own default (bf16)
         rows.append(("GRPO samples/s: ours (precision and attention measured) vs TRL GRPOTrainer (bf16, its default)",
                      "auto / bf16", ("grpo-ours", "auto"), ("grpo-trl", "bf16"), "samples_per_s", True))
@@ -198,7 +211,7 @@ def main() -> None:
     p.add_argument("--child", default="")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"], help="(children only)")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    p.add_argument("--parts", default="rollout,grpo,trl,auto", help="which of rollout, grpo, trl, auto to measure")
+    p.add_argument("--parts", default="rollout,grpo,trl,auto", help="which of rollout, grpo, trl, auto, prefill to measure")
     a = p.parse_args()
     if a.child:
         import os
@@ -206,11 +219,12 @@ def main() -> None:
         os.environ.setdefault("RLBENCH_QUIET", "1")
         fn = {"rollout-hf": lambda: child_rollout("hf", a), "rollout-vllm": lambda: child_rollout("vllm", a),
               "grpo-ours": lambda: child_ours(a), "grpo-ours-vllm": lambda: child_ours(a, "vllm"),
-              "grpo-trl": lambda: child_trl(a)}[a.child]
+              "grpo-trl": lambda: child_trl(a), "rollout-hf-noshare": lambda: child_rollout("hf", a, share=False),
+              "grpo-ours-noshare": lambda: child_ours(a, share=False)}[a.child]
         print("RESULT " + json.dumps(fn()), flush=True)
         return
     parts = set(a.parts.split(","))
-    unknown = parts - {"rollout", "grpo", "trl", "auto"}
+    unknown = parts - {"rollout", "grpo", "trl", "auto", "prefill"}
     if unknown or a.repeats < 1:
         p.error(f"--parts: unknown {sorted(unknown)}" if unknown else "--repeats must be >= 1")
     if parts & {"trl", "auto"}:
@@ -248,6 +262,15 @@ def main() -> None:
                   for x, y in zip(res[side_a], res[side_b]) if key in x and key in y]
         ratio = _median_range(ratios, ".2f") + ("x" if larger_better else "x faster") if ratios else "n/a"
         table.append(f"| {label} | {prec} | {cell(side_a, key, spec)} | {cell(side_b, key, spec)} | {ratio} |")
+    grpo_sides = [side for side in sides if side[0].startswith("grpo-ours") and
+                  any(STEP_PARTS[0] in r for r in res[side])]
+    if grpo_sides:  # where a step's time goes, per side (ms, medians over rounds of per-round medians)
+        table += ["", "| ours: a GRPO step's time, ms (median [range]) | precision | " + " | ".join(
+                      p.removeprefix("time_") for p in STEP_PARTS) + " | step |",
+                  "| --- | --- |" + " --- |" * (len(STEP_PARTS) + 1)]
+        for side in grpo_sides:
+            ms = {key: [1000 * r[key] for r in res[side] if key in r] for key in (*STEP_PARTS, "s_per_step")}
+            table.append(f"| {side[0]} | {side[1]} | " + " | ".join(_median_range(ms[key], ".0f") for key in ms) + " |")
     picks = sorted({r["kernels"] for side in sides for r in res[side] if r.get("kernels")})
     setting = (f"model `{a.model}` ({meta.get('parameters', 0):,} parameters), {a.prompts} prompts x {a.group} "
                f"completions, max {a.max_new} new tokens, {a.steps} steps, {a.threads} torch threads, KL coefficient "

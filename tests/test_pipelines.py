@@ -38,6 +38,10 @@ def test_pipeline_runs_and_saves_checkpoint(name, extra, tmp_path):
     if name in ("grpo", "ppo"):
         for key in ("reward_mean", "reward_std", "kl", "entropy", "samples_per_s"):
             assert key in steps[0]
+    if name == "grpo":  # where each step's time went: its parts add up to the step
+        for s in steps:
+            parts = [s[k] for k in ("time_rollout", "time_reward", "time_learn", "time_sync")]
+            assert all(p >= 0 for p in parts) and sum(parts) == pytest.approx(s["step_time"], rel=1e-6)
     model = AutoModelForCausalLM.from_pretrained(summary["checkpoint"])
     assert model.config.model_type == "llama"
     assert json.loads((out / "summary.json").read_text())["checkpoint"] == summary["checkpoint"]

@@ -24,8 +24,9 @@ class GRPOConfig(PipelineConfig):
     clip_eps: float = 0.2
     normalize_std: bool = True
     updates_per_batch: int = 1  # >1: several clipped updates on one batch of rollouts
-    # run each prompt through the learner once for its whole group (Learner.shared_logprobs);
-    # false: one full sequence per completion, the same numbers at more compute
+    # run each prompt once for its whole group, in the rollout's prefill (RolloutEngine) and in the
+    # learner (Learner.shared_logprobs); false: one full sequence per completion, the same numbers
+    # up to float rounding at more compute
     share_prompt: bool = True
 
     def validate(self) -> None:
@@ -41,7 +42,7 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
 
     ctx = start_run("grpo", cfg, reference_model=cfg.kl_coef > 0, tools=True)
     task, data, model_path, learner = ctx.task, ctx.data, ctx.model_path, ctx.learner
-    rollout = Rollout(model_path, cfg, learner)
+    rollout = Rollout(model_path, cfg, learner, share_prefill=cfg.share_prompt)
     batches = prompt_batches(data.train, cfg.batch_prompts, cfg.seed)
     with track(f"grpo {cfg.task}", cfg.steps) as bar:
         for step in range(1, cfg.steps + 1):
@@ -49,6 +50,7 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
             items = next(batches)
             prompts = [it["prompt"] for it in items]
             groups = rollout.generate(prompts, cfg.sampling(cfg.group_size, cfg.seed * 1_000_003 + step, task))
+            t_rollout = time.monotonic()
             flat_items = [it for it, comps in zip(items, groups) for _ in comps]
             flat_prompts = [it["prompt"] for it in flat_items]
             flat_ids = [c.token_ids for comps in groups for c in comps]
@@ -57,6 +59,7 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
             rewards = batch_rewards(task, flat_items, [c.text for comps in groups for c in comps])
             r = torch.tensor(rewards, dtype=torch.float32)
             adv = group_advantages(r, cfg.group_size, cfg.normalize_std)
+            t_reward = time.monotonic()
             if cfg.share_prompt:
                 seq = build_group_batch(learner.tokenizer, prompts, flat_ids, cfg.group_size, cfg.max_new_tokens, tool_masks)
 
@@ -81,13 +84,18 @@ def run(cfg: GRPOConfig) -> dict[str, Any]:
                     stats["entropy_proxy"] = float(-masked_mean(logp.detach(), seq.mask))
                     return loss, stats
                 stats = learner.train_step(loss_fn)
+            t_learn = time.monotonic()
             rollout.sync(learner.export_weights())
-            dt = time.monotonic() - t0
+            t_end = time.monotonic()
+            dt = t_end - t0
             tokens = int(seq.mask.sum())
             rec = {"step": step, "reward_mean": float(r.mean()), "reward_std": float(r.std(unbiased=False)),
                    "loss": stats["loss"], "kl": stats["kl"], "entropy": stats["entropy_proxy"],
                    "clip_frac": stats["clip_frac"], "completion_len": float(seq.completion_lengths.mean()),
-                   "tokens_per_s": tokens / dt, "samples_per_s": len(rewards) / dt, "step_time": dt}
+                   "tokens_per_s": tokens / dt, "samples_per_s": len(rewards) / dt, "step_time": dt,
+                   # where the step's time went: sampling, rewards, the learner's passes, the weight sync
+                   "time_rollout": t_rollout - t0, "time_reward": t_reward - t_rollout,
+                   "time_learn": t_learn - t_reward, "time_sync": t_end - t_learn}
             if ctx.end_step(rec, rollout, bar, sync_before_eval=False):
                 break
     return ctx.summary()

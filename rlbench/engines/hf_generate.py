@@ -19,11 +19,12 @@ call builds an explicit GenerationConfig and resets the model's own to an empty 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import DynamicCache, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.generation.logits_process import (LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper,
                                                     TopPLogitsWarper)
 
@@ -95,6 +96,24 @@ class _RowSampler(LogitsProcessor):
         return out.scatter_(1, pick[:, None], 0.0)
 
 
+def _prefill_once(model: PreTrainedModel, enc: dict[str, torch.Tensor], n: int) -> dict[str, object]:
+    """The inputs of one `generate` call that samples `n` completions of each prompt while running
+    each prompt's prefill once. `generate` with `num_return_sequences=n` copies every prompt `n`
+    times before its first forward, so a group of 8 paid for 8 prefills of one prompt: more than
+    its decoding on short answers. Here the prompts but their last token run once, their cache is
+    repeated `n` times per row, and `generate` goes on from it with the last token (positions as
+    `generate` derives them from the left-padded attention mask, so the logits are the same up to
+    float rounding)."""
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    cache = DynamicCache(config=model.config)
+    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
+          past_key_values=cache, use_cache=True)
+    cache.batch_repeat_interleave(n)
+    return {"input_ids": ids.repeat_interleave(n, 0), "attention_mask": mask.repeat_interleave(n, 0),
+            "past_key_values": cache}
+
+
 def _batches(n: int, size: int) -> Iterator[tuple[int, range]]:
     for b, start in enumerate(range(0, n, size)):
         yield b, range(start, min(start + size, n))
@@ -112,6 +131,7 @@ def generate(
     on_batch: Callable[[int], None] | None = None,
     keys: Sequence[int] | None = None,
     first_sample: Sequence[int] | None = None,
+    share_prefill: bool = True,
 ) -> list[list[Completion]]:
     """`sampling.per_prompt` completions per prompt, as `sampling` says (rlbench/engines/sampling.py).
     With a `sampling.tool` (rlbench/envs), generation pauses at the tool's stop text, the
@@ -119,10 +139,11 @@ def generate(
     `sampling.max_calls` calls. The other arguments say how to run, not what to sample:
     `on_batch(prompts_done)` after each batch; `keys`: each prompt's key for its sampling seeds
     (default: its position); `first_sample`: the number of each prompt's first sample (default 0),
-    for continuations of one sample."""
+    for continuations of one sample; `share_prefill`: run each prompt's prefill once for all its
+    samples (`_prefill_once`; false: once per sample, as `generate` does, for comparison)."""
     if sampling.tool:
         return _generate_with_tool(model, tokenizer, prompts, sampling, batch_size=batch_size,
-                                   with_logprobs=with_logprobs, on_batch=on_batch)
+                                   with_logprobs=with_logprobs, on_batch=on_batch, share_prefill=share_prefill)
     model.eval()
     harness_generation(model)
     device = next(model.parameters()).device
@@ -138,12 +159,17 @@ def generate(
     for b, idx in _batches(len(prompts), batch_size):
         enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True, padding_side="left")
         enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
-        extra = {}
+        extra: dict[str, object] = {}
+        call_gen = gen
+        if share_prefill and not greedy and per_prompt > 1 and enc["input_ids"].shape[1] > 1:
+            enc = _prefill_once(model, enc, per_prompt)
+            call_gen = copy.deepcopy(gen)
+            call_gen.num_return_sequences = 1  # the rows are already the prompts' copies
         if not greedy:
             seeds = [row_seed(sampling.seed, keys[i], first[i] + j) for i in idx for j in range(per_prompt)]
             sampler = _RowSampler(seeds, sampling.temperature, sampling.top_p, with_logprobs)
             extra["logits_processor"] = LogitsProcessorList([sampler])
-        res = model.generate(**enc, generation_config=gen, **extra)
+        res = model.generate(**enc, generation_config=call_gen, **extra)
         seqs = res.sequences[:, enc["input_ids"].shape[1]:]
         logps = None
         if with_logprobs:
@@ -177,7 +203,7 @@ def tool_stop_id(tokenizer: PreTrainedTokenizerBase, tool: str) -> int:
 
 def _generate_with_tool(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str],
                         sampling: SamplingParams, *, batch_size: int, with_logprobs: bool,
-                        on_batch: Callable[[int], None] | None) -> list[list[Completion]]:
+                        on_batch: Callable[[int], None] | None, share_prefill: bool) -> list[list[Completion]]:
     """Rounds of generation: every completion that ends at the tool's stop token gets the tool's
     answer appended (masked: the environment's tokens) and continues, as a prompt of its own, with
     the tokens it has left. Environment tokens count against `max_new_tokens`. Each round is a
@@ -191,7 +217,7 @@ def _generate_with_tool(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     # the caller's own stop tokens still end a completion; only the tool's stop token continues it
     rounds = replace(sampling, tool="", stop_ids=(*sampling.stop_ids, stop_id))
     out = generate(model, tokenizer, prompts, rounds, batch_size=batch_size, with_logprobs=with_logprobs,
-                   on_batch=on_batch)
+                   on_batch=on_batch, share_prefill=share_prefill)
     sample_no: dict[int, int] = {}  # each completion's number among its prompt's: its continuations' seeds
     for comps in out:
         for j, c in enumerate(comps):

@@ -84,13 +84,17 @@ class RolloutEngine:
         vllm_kwargs: Mapping[str, Any] | None = None,
         precision: str = "fp32",
         attention: str = "auto",
+        share_prefill: bool = True,
     ):
         """`precision`/`attention` as in rlbench/engines/precision.py; training rollouts pass the
-        learner's so both compute with the same weights; grading keeps the fp32 default."""
+        learner's so both compute with the same weights; grading keeps the fp32 default.
+        `share_prefill` (hf backend): one prefill per prompt for all its samples
+        (rlbench/engines/hf_generate.py); vLLM shares prefixes through its own prefix cache."""
         if num_threads:
             torch.set_num_threads(num_threads)
         self.backend = choose_backend(backend, need_in_place_update)
         self.batch_size = batch_size
+        self.share_prefill = share_prefill
         self.model_path = model
         if self.backend == "hf":
             from rlbench.engines.precision import resolve_attention, resolve_dtype
@@ -122,7 +126,8 @@ class RolloutEngine:
         on the hf backend only, for now."""
         if self.backend == "hf":
             return hf_generate(self.model, self.tokenizer, prompts, sampling,
-                               batch_size=max(1, self.batch_size // sampling.per_prompt), with_logprobs=True)
+                               batch_size=max(1, self.batch_size // sampling.per_prompt), with_logprobs=True,
+                               share_prefill=self.share_prefill)
         if sampling.tool:
             raise CapabilityError(f"the vllm rollout backend has no tool-call loop (tool '{sampling.tool}'): "
                                   "use rollout_backend=hf")

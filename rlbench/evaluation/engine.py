@@ -50,6 +50,8 @@ class ScoringModel:
     model: Any = None  # hf: the torch model
     tokenizer: Any = None
     rollout: Any = None  # vllm: rlbench/engines/rollout.py RolloutEngine
+    # hf: each prompt's prefill once for all its samples (hf_generate); false only to measure it
+    share_prefill: bool = True
     _closed: bool = field(default=False, repr=False)
 
     @classmethod
@@ -70,7 +72,8 @@ class ScoringModel:
         if self.engine == "hf":
             from rlbench.engines.hf_generate import generate
 
-            return generate(self.model, self.tokenizer, prompts, sampling, batch_size=batch_size, on_batch=on_batch)
+            return generate(self.model, self.tokenizer, prompts, sampling, batch_size=batch_size, on_batch=on_batch,
+                            share_prefill=self.share_prefill)
         out = self.rollout.generate(prompts, sampling)  # vLLM schedules its own batches
         if on_batch is not None:
             on_batch(len(prompts))

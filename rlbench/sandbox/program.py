@@ -102,14 +102,21 @@ def run_python(source: str, limits: ProgramLimits = ProgramLimits()) -> ProgramR
 def run_many(sources: Sequence[str], limits: ProgramLimits = ProgramLimits(), workers: int = 0) -> list[ProgramResult]:
     """`run_python` for each source, in order, `workers` at a time (0: this machine's CPU count,
     at most 16): a program mostly waits on its interpreter's start, so a batch of completions
-    scores in a fraction of the time one after another would take."""
+    scores in a fraction of the time one after another would take. Each distinct source runs once
+    and its result stands for every copy: a model's samples of one prompt are often the same text
+    (a base's greedy answer and most of its samples), and a completion's reward is a function of
+    its text, not of how many times it was drawn."""
     if not sources:
         return []
+    distinct = list(dict.fromkeys(sources))
     n = workers or min(16, os.cpu_count() or 1)
-    if n <= 1 or len(sources) == 1:
-        return [run_python(s, limits) for s in sources]
-    with ThreadPoolExecutor(max_workers=min(n, len(sources)), thread_name_prefix="rlbench-prog") as pool:
-        return list(pool.map(lambda s: run_python(s, limits), sources))
+    if n <= 1 or len(distinct) == 1:
+        done = [run_python(s, limits) for s in distinct]
+    else:
+        with ThreadPoolExecutor(max_workers=min(n, len(distinct)), thread_name_prefix="rlbench-prog") as pool:
+            done = list(pool.map(lambda s: run_python(s, limits), distinct))
+    by_source = dict(zip(distinct, done))
+    return [by_source[s] for s in sources]
 
 
 @lru_cache(maxsize=1)
