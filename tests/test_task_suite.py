@@ -104,6 +104,20 @@ def test_validation_verdicts():
     assert _base_build({"commit": "a478c1f"}) == ""  # a record made before builds were kept
 
 
+def test_validation_scores_the_base_before_any_cell_starts(monkeypatch, tmp_path):
+    """The first cell of a fresh installation must not pay for the base's scores: the cell-time
+    check would judge that one-time cost instead of the task."""
+    from rlbench.evaluation import baseline as baseline_mod
+    from rlbench.orchestration import suite as suite_mod
+    from rlbench.orchestration.validation import ValidationConfig, validate_task
+
+    calls: list[str] = []
+    monkeypatch.setattr(baseline_mod, "baseline", lambda task, device, engine: calls.append(f"base {device} {engine}"))
+    monkeypatch.setattr(suite_mod, "run_suite", lambda spec: calls.append(f"suite {spec.tasks}") or (tmp_path, []))
+    rec = validate_task("arith-grpo", ValidationConfig(write=False, results=str(tmp_path)))
+    assert calls == ["base cpu auto", "suite ['arith-grpo']"] and rec["base_scoring_s"] >= 0
+
+
 def test_batch_rewards_go_through_the_grading_server(tmp_path, monkeypatch):
     from rlbench.grading.server import GradingServer
     from rlbench.rewards.source import RewardUnavailable, batch_rewards
