@@ -73,3 +73,21 @@ def test_sft_refuses_answers_that_are_tests_and_the_reference_agent_skips_it(mon
     monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
     with pytest.raises(ValueError, match="checks completions against its answers"):
         run(SFTConfig(task="code-grpo@standin", steps=1))  # its reward runs unit tests
+
+
+def test_the_task_loads_with_its_pinned_base_and_heldout_chains_train_never_shows(monkeypatch, tmp_path):
+    from conftest import REPO
+    from rlbench.data.splits import generate_splits
+    from rlbench.models.zoo import pins
+    from rlbench.tasks.registry import load_task
+
+    monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
+    monkeypatch.setenv("RLBENCH_HOME", str(tmp_path))
+    task = load_task("list-program")
+    assert (task.category.value, task.difficulty.value, task.model.base) == ("reasoning", "medium", "code-s")
+    assert task.model.base in pins(), "the base must be a canonical, pinned artifact"
+    splits = generate_splits(task)
+    steps = {s: {len([x for x in it["prompt"].rstrip(":").split(", ") if x not in ("sum", "len")]) for it in items}
+             for s, items in splits.items()}
+    # train's specs are distinct from test's, and test holds most one-step specs there are
+    assert steps["train"] <= {1, 2} and steps["test"] == {1, 2} and steps["heldout"] == {3}
