@@ -203,7 +203,7 @@ def tool_stop_id(tokenizer: PreTrainedTokenizerBase, tool: str) -> int:
 
 def _generate_with_tool(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str],
                         sampling: SamplingParams, *, batch_size: int, with_logprobs: bool,
-                        on_batch: Callable[[int], None] | None, share_prefill: bool) -> list[list[Completion]]:
+                        on_batch: Callable[[int], None] | None, share_prefill: bool = True) -> list[list[Completion]]:
     """Rounds of generation: every completion that ends at the tool's stop token gets the tool's
     answer appended (masked: the environment's tokens) and continues, as a prompt of its own, with
     the tokens it has left. Environment tokens count against `max_new_tokens`. Each round is a
