@@ -154,6 +154,9 @@ def generate(
     gen = generation_config(greedy=greedy, temperature=1.0, top_p=1.0, max_new_tokens=sampling.max_new_tokens,
                             n=per_prompt, pad_token_id=tokenizer.pad_token_id,
                             eos_token_id=[eos, *stop_ids] if stop_ids else eos, with_logprobs=with_logprobs)
+    share = share_prefill and not greedy and per_prompt > 1
+    shared_gen = copy.deepcopy(gen)
+    shared_gen.num_return_sequences = 1  # with a shared prefill the rows are already the prompts' copies
     keys = list(range(len(prompts))) if keys is None else list(keys)
     first = [0] * len(prompts) if first_sample is None else list(first_sample)
     for b, idx in _batches(len(prompts), batch_size):
@@ -161,10 +164,8 @@ def generate(
         enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
         extra: dict[str, object] = {}
         call_gen = gen
-        if share_prefill and not greedy and per_prompt > 1 and enc["input_ids"].shape[1] > 1:
-            enc = _prefill_once(model, enc, per_prompt)
-            call_gen = copy.deepcopy(gen)
-            call_gen.num_return_sequences = 1  # the rows are already the prompts' copies
+        if share and enc["input_ids"].shape[1] > 1:
+            enc, call_gen = _prefill_once(model, enc, per_prompt), shared_gen
         if not greedy:
             seeds = [row_seed(sampling.seed, keys[i], first[i] + j) for i in idx for j in range(per_prompt)]
             sampler = _RowSampler(seeds, sampling.temperature, sampling.top_p, with_logprobs)
