@@ -9,8 +9,9 @@ from rlbench.agents.reference import ReferenceAgent
 class ScriptedTools:
     """The ToolBox calls the reference agent makes, answered from a script."""
 
-    def __init__(self, task, train_item, summary, refuse=(), queries_left=None):
+    def __init__(self, task, train_item, summary, refuse=(), queries_left=None, devs=None):
         self.task, self.train_item, self.summary, self.refuse = task, train_item, summary, set(refuse)
+        self.devs = devs or {}  # dev score by submitted path (0.7 for any other)
         self.queries_left = queries_left
         self.calls = []
 
@@ -40,7 +41,7 @@ class ScriptedTools:
         self.calls.append(("submit", path, recipe))
         if path in self.refuse:
             return {"ok": False, "reason": "lineage: weight 'w' lies 0.77 (relative L2) from the base model's"}
-        return {"ok": True, "dev": 0.7}
+        return {"ok": True, "dev": self.devs.get(path, 0.7), "dev_ci": [0.6, 0.8]}
 
 
 LOCAL = {"name": "arith-grpo", "reward": {"name": "exact_int", "access": "local"}}
@@ -53,7 +54,8 @@ def test_first_attempt_warms_up_on_answers_in_a_300_s_box_and_names_its_steps_in
     ReferenceAgent().run("", tools)
     (command,) = [c[1] for c in tools.calls if c[0] == "exec"]
     assert command == "python train.py sft_steps=300 steps=5000 save_every=400 max_seconds=300 out=runs/attempt1 seed=0"
-    (sub,) = [c for c in tools.calls if c[0] == "submit"]
+    base, sub = [c for c in tools.calls if c[0] == "submit"]
+    assert base[1] == "model"  # the base first: its dev score is the bar
     # a rerun as fast as this run makes the same 1841 steps; a slower one (a larger model) stops by time
     assert sub[1:] == ("runs/attempt1/checkpoint", "python train.py sft_steps=300 steps=1841 save_every=400 "
                        "max_seconds=600 out=runs/attempt1 seed={seed}")
@@ -65,7 +67,7 @@ def test_a_lineage_refusal_falls_back_to_the_latest_saved_step_that_passes():
     tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, SUMMARY, refuse=refuse)
     ReferenceAgent().run("", tools)
     subs = [c for c in tools.calls if c[0] == "submit"]
-    assert [s[1] for s in subs] == ["runs/attempt1/checkpoint", "runs/attempt1/checkpoint-1600",
+    assert [s[1] for s in subs] == ["model", "runs/attempt1/checkpoint", "runs/attempt1/checkpoint-1600",
                                     "runs/attempt1/checkpoint-1200"]
     assert "steps=1200 " in subs[-1][2]  # the recipe of the same run stopped at that step
     assert sum(c[0] == "exec" for c in tools.calls) == 1  # accepted: no further attempt
@@ -95,3 +97,15 @@ def test_a_run_whose_reward_stays_flat_is_not_submitted_and_the_next_attempt_run
     execs = [c[1] for c in tools.calls if c[0] == "exec"]
     assert len(execs) == 3 and "runs/attempt2" in execs[1] and "runs/attempt3" in execs[2]
     assert [c[1] for c in tools.calls if c[0] == "submit"] == ["model"]  # nothing learned: the base
+
+
+def test_a_checkpoint_below_the_base_on_dev_does_not_end_the_plan():
+    devs = {"model": 0.5, "runs/attempt1/checkpoint": 0.4, "runs/attempt2/checkpoint": 0.45, "runs/attempt3/checkpoint": 0.3}
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, SUMMARY, devs=devs)
+    ReferenceAgent().run("", tools)
+    # every attempt runs; the harness scores the best dev submission, here the base
+    assert [c[1] for c in tools.calls if c[0] == "submit"] == ["model"] + [f"runs/attempt{i}/checkpoint" for i in (1, 2, 3)]
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, SUMMARY, devs={**devs, "runs/attempt2/checkpoint": 0.6})
+    ReferenceAgent().run("", tools)
+    assert [c[1] for c in tools.calls if c[0] == "submit"][-1] == "runs/attempt2/checkpoint"  # above the base: done
+    assert sum(c[0] == "exec" for c in tools.calls) == 2

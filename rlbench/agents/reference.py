@@ -1,10 +1,11 @@
 """The ceiling: a scripted RL engineer that uses only the tools an LLM agent has.
 
-It reads the task, writes a training script into the workspace (reference_pipelines' GRPO on the
+It reads the task, submits the base model (its dev score is the bar; the cell is graded even if
+nothing trains), writes a training script into the workspace (reference_pipelines' GRPO on the
 workspace through the SDK), runs it in the sandbox inside what is left of the budget, reads the
 run's summary, and submits the checkpoint with its recipe (the command, `{seed}` where the seed
-goes). When a run fails, is cut off, or does not raise the reward, it retries with the next, more
-conservative setting; if nothing trains, it submits the base model so the cell is still graded.
+goes). When a run fails, is cut off, does not raise the reward, or scores below the base on dev,
+it retries with the next, more conservative setting.
 
 On an optimize task (the workspace holds `baseline_config.yaml`) it hands the harness a design
 instead: the given settings with a search space over learning rate, group size and KL weight,
@@ -13,7 +14,7 @@ swept by Ray Tune under ASHA, and submits the best trial's checkpoint.
 What the task's public spec says changes the plan, never the tools: preference pairs in the train
 items mean DPO on those pairs; a KL limit means attempts with a stronger KL weight, each measured
 on dev prompts (rlbench/evaluation/kl.py, in the sandbox) before it is submitted; a required claim
-means submitting the base model first and claiming the dev difference, with the two dev
+means claiming the dev difference to the base's submission, with the two dev
 intervals combined, as the test gain.
 
 On a debug task (the workspace holds `pipeline/`) it probes the given pipeline: the loss functions
@@ -260,9 +261,10 @@ class ReferenceAgent(Agent):
         algo = self.options.get("algo", "dpo" if pairs else "grpo")
         attempts = self.options.get("attempts", DPO_ATTEMPTS if pairs else KL_ATTEMPTS if max_kl else ATTEMPTS)
         reserve = float(self.options.get("reserve_s", 60))  # time kept for submitting
-        base_dev = None
-        if claims:  # the base model's dev score, to claim the difference later
-            base_dev = tools.submit("model")
+        # the base model first: its dev score is the bar a trained checkpoint must clear (the harness
+        # scores the best dev submission, so a run that made the model worse leaves the base chosen
+        # and the next attempt runs), and the difference a required claim states
+        base_dev = tools.submit("model")
         if max_kl:
             tools.write("kl.py", KL_PY)
         if command == "python train.py":
@@ -312,11 +314,12 @@ class ReferenceAgent(Agent):
                     if sub.get("ok") or "lineage" not in str(sub.get("reason", "")):
                         break
             if sub.get("ok"):
-                if base_dev and base_dev.get("ok") and sub.get("dev") is not None:
+                below = base_dev.get("ok") and sub.get("dev") is not None and sub["dev"] < base_dev["dev"]
+                if below and i < len(attempts):
+                    continue  # worse than the base on dev: the next, more conservative attempt
+                if claims and base_dev.get("ok") and sub.get("dev") is not None:
                     self._claim(tools, base_dev, sub)
                 return
-        if not base_dev:
-            tools.submit("model")
 
     @staticmethod
     def _recipe(settings: dict[str, Any], box: dict[str, Any], info: dict[str, Any], out: str) -> str:
