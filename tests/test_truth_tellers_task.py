@@ -1,4 +1,4 @@
-"""truth-tellers (its task folder is not on main: its base does not learn the trace yet): its puzzles are consistent and need the whole chain; the verifier reads the
+"""truth-tellers: its puzzles are consistent and need the whole chain; the verifier reads the
 answer after the trace."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from rlbench.data.generators.liars import PEOPLE, generate, solve
+from rlbench.data.generators.liars import PEOPLE, generate, solve, worked
 from rlbench.rewards import get_reward
 from rlbench.rewards.deduce import final_answer, trace_kinds, yes_no
 
@@ -15,7 +15,7 @@ from rlbench.rewards.deduce import final_answer, trace_kinds, yes_no
 def _brute_force(prompt: str) -> str:
     """The answer by trying every assignment of kinds and keeping the consistent one."""
     statements, question = prompt.split(";")
-    parts = [s.split(":") for s in statements.split(",")]
+    parts = [(s[0], s[1:]) for s in statements.split(",")]
     names = [n for n, _ in parts]
     from itertools import product
 
@@ -27,7 +27,7 @@ def _brute_force(prompt: str) -> str:
             if said in ("T", "F"):
                 ok &= k[name] == (said == "T")
                 continue
-            about, claim = said[:-1], said[-1] == "+"
+            about, claim = PEOPLE[PEOPLE.index(name) - 1], said == "+"  # the one before
             ok &= (k[about] == claim) == k[name]  # a truth-teller's claim is true, a liar's false
         if ok:
             fits.append(k)
@@ -45,14 +45,17 @@ def test_puzzles_have_one_solution_and_the_trace_is_it():
             assert it["answer"] == _brute_force(it["prompt"])
             chain = solve(it["prompt"])
             sizes[family].add(len(chain))
-            names = [s.split(":")[0] for s in it["prompt"].split(";")[0].split(",")]
+            names = [s[0] for s in it["prompt"].split(";")[0].split(",")]
             assert len(set(names)) == len(names) and set(names) <= set(PEOPLE) and not set(names) & {"y", "n"}
             assert [n for n, _ in chain] == sorted(names) and it["prompt"].endswith(f";{chain[-1][0]}?")
             orders.add(tuple(names))
             if it["trace"] != it["answer"]:
                 assert trace_kinds(it["trace"]) == chain and final_answer(it["trace"]) == it["answer"]
             answers.append(it["answer"])
+            if it["trace"] != it["answer"]:
+                assert it["trace"].startswith(worked(it["prompt"]))
     assert sizes == {"main": {5, 6}, "heldout": {7, 8}}
+    assert {len(solve(generate("short", rng, {})["prompt"])) for _ in range(100)} == {2, 3, 4}
     assert len(orders) > 1000  # the statements come shuffled: the chain must be found by name
     assert 0.45 < answers.count("y") / len(answers) < 0.55
     # the answer is the parity of the chain: flipping any one claim flips it
@@ -69,25 +72,42 @@ def test_puzzles_have_one_solution_and_the_trace_is_it():
 
 @pytest.mark.parametrize("completion,answer,want", [
     ("y", "y", 1.0), (" n\n", "n", 1.0), ("n", "y", 0.0), ("", "y", 0.0), ("yes", "y", 1.0),
-    ("aTbFcT;y", "y", 1.0), ("aTbFcT;n", "y", 0.0), ("aTbF;n;y", "y", 1.0),  # the last `;` wins
-    ("aTbFcT;", "y", 0.0), ("aTbFy", "y", 0.0), ("Y", "y", 0.0), ("?", "n", 0.0),
+    ("aTb-Fc-T;y", "y", 1.0), ("aTb-Fc-T;n", "y", 0.0), ("aTb-F;n;y", "y", 1.0),  # the last `;` wins
+    ("aTb-Fc-T;", "y", 0.0), ("aTb-Fy", "y", 0.0), ("Y", "y", 0.0), ("?", "n", 0.0),
 ])
 def test_the_answer_after_the_trace_is_what_counts(completion, answer, want):
     assert yes_no(completion, answer) == want and get_reward("yes_no") is yes_no
 
 
 def test_trace_kinds_parses_only_a_well_formed_trace():
-    assert trace_kinds("aTbFcFdT;y") == [("a", True), ("b", False), ("c", False), ("d", True)]
-    assert trace_kinds("y") == [] and trace_kinds("aTbx;y") == [] and trace_kinds(";n") == []
-    assert trace_kinds("aTb;y") == [] and trace_kinds("ATbF;n") == []
+    assert trace_kinds("aTb-Fc+Fd-T;y") == [("a", True), ("b", False), ("c", False), ("d", True)]
+    assert trace_kinds("aF;n") == [("a", False)] and trace_kinds(" aTb+T ;y") == [("a", True), ("b", True)]
+    assert trace_kinds("y") == [] and trace_kinds("aTb-x;y") == [] and trace_kinds(";n") == []
+    assert trace_kinds("aTb-;y") == [] and trace_kinds("ATb-F;n") == [] and trace_kinds("aTbF;n") == []
+    assert trace_kinds("aTb*F;n") == [] and trace_kinds("aTb-Fc;n") == []
     assert final_answer("aT; n") == "n" and final_answer("maybe") == ""
+
+
+def test_the_task_loads_and_its_items_carry_no_trace(monkeypatch, tmp_path):
+    from conftest import REPO
+    from rlbench.data.splits import generate_splits
+    from rlbench.harness.workspace import visible_items
+    from rlbench.tasks.registry import load_task
+
+    monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
+    monkeypatch.setenv("RLBENCH_HOME", str(tmp_path))
+    task = load_task("truth-tellers")
+    assert (task.category.value, task.model.base, task.reward.name) == ("reasoning", "liars-s", "yes_no")
+    splits = generate_splits(task)
+    assert all(it["trace"] == it["answer"] for it in splits["train"])  # the task's own share is 0
+    assert all("trace" not in it for it in visible_items(task, splits["train"]))
 
 
 def test_the_breakdown_says_how_often_the_model_reasoned_and_how_well():
     from rlbench.rewards import reward_breakdown
     from rlbench.rewards.deduce import deduce_breakdown
 
-    completions = ["aTbF;n", "aTbT;n", "y", "n", "aTb;y"]  # the last: not a well-formed trace
+    completions = ["aTb-F;n", "aTb+T;n", "y", "n", "aTb;y"]  # the last: not a well-formed trace
     answers = ["n", "y", "y", "y", "y"]
     d = deduce_breakdown([""] * 5, completions, answers)
     assert d == {"n": 5, "traced": 0.4, "accuracy_traced": 0.5, "accuracy_at_once": pytest.approx(2 / 3, abs=1e-3)}

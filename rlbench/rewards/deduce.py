@@ -8,13 +8,15 @@ business (a reward on the trace's correctness or its format is one way to make t
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from rlbench.rewards.rates import rate
 
 ANSWER_MARK = ";"
 YES, NO = "y", "n"
-TRUTH, LIAR = "T", "F"  # a trace writes each person and its kind in turn: `aTbFcF;n`
+TRUTH, LIAR = "T", "F"  # a trace writes each person, what it said and its kind in turn: `aTb-Fc+F;n`
+_TRACE = re.compile(r"([a-z])([TF])((?:[a-z][+-][TF])*)")
 
 
 def final_answer(completion: str) -> str:
@@ -29,16 +31,17 @@ def yes_no(completion: str, answer: str) -> float:
 
 
 def trace_kinds(completion: str) -> list[tuple[str, bool]]:
-    """The (person, kind) pairs a trace `aTbFcF;...` writes, True for a truth-teller ([] where the
-    completion has no well-formed trace: pairs of a lowercase name and `T` or `F`)."""
+    """The (person, kind) pairs a trace `aTb-Fc+F;...` writes, True for a truth-teller ([] where
+    the completion has no well-formed trace: a lowercase name and `T` or `F`, then for each next
+    person its name, `+` or `-`, and `T` or `F`)."""
     text = str(completion)
     if ANSWER_MARK not in text:
         return []
-    trace = text.rsplit(ANSWER_MARK, 1)[0].strip()
-    pairs = [trace[i:i + 2] for i in range(0, len(trace), 2)]
-    if not pairs or any(len(p) != 2 or not p[0].islower() or p[1] not in (TRUTH, LIAR) for p in pairs):
+    m = _TRACE.fullmatch(text.rsplit(ANSWER_MARK, 1)[0].strip())
+    if not m:
         return []
-    return [(p[0], p[1] == TRUTH) for p in pairs]
+    rest = m.group(3)
+    return [(m.group(1), m.group(2) == TRUTH)] + [(rest[i], rest[i + 2] == TRUTH) for i in range(0, len(rest), 3)]
 
 
 def deduce_breakdown(prompts: Sequence[str], completions: Sequence[str], answers: Sequence[str]) -> dict[str, Any]:
