@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import statistics
 import subprocess
@@ -195,10 +196,6 @@ def comparisons(parts: set[str]) -> list[tuple[str, str, Side, Side, str, bool]]
     return rows
 
 
-def _median_range(xs: list[float], spec: str) -> str:
-    return f"{format(statistics.median(xs), spec)} [{format(min(xs), spec)}-{format(max(xs), spec)}]"
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="arith-m")
@@ -233,6 +230,7 @@ def main() -> None:
         if importlib.util.find_spec("trl") is None:
             p.error("the trl and auto parts need TRL: pip install -e .[bench]")
 
+    from rlbench.benchmarking import interleaved, median_range, ratios
     from rlbench.engines.kernel_choice import cpu_identity
 
     from rlbench.models.zoo import model_meta, resolve_model
@@ -240,27 +238,23 @@ def main() -> None:
     meta = model_meta(Path(resolve_model(a.model).location)) or {}
     rows = comparisons(parts)
     sides: list[Side] = list(dict.fromkeys(side for r in rows for side in (r[2], r[3])))
-    # ABAB...: every round measures every side once, in alternating order, so slow drift in the
-    # machine's load reaches both sides of a ratio alike; a ratio is taken within its round
-    res: dict[Side, list[dict]] = {side: [] for side in sides}
-    for rnd in range(a.repeats):
-        for side in (sides if rnd % 2 == 0 else sides[::-1]):
-            print(f"round {rnd + 1}/{a.repeats}: {side[0]} {side[1]} ...", flush=True)
-            res[side].append(_child(side[0], a, side[1]))
+    # every round measures every side once, in alternating order; a ratio is taken within its round
+    res = interleaved(sides, a.repeats, lambda side: _child(side[0], a, side[1]),
+                      on_run=lambda rnd, side: print(f"round {rnd + 1}/{a.repeats}: {side[0]} {side[1]} ...", flush=True))
 
     def cell(side: Side, key: str, spec: str) -> str:
         vals = [r[key] for r in res[side] if key in r]
         if not vals:
             return f"n/a ({next((r['error'] for r in res[side] if 'error' in r), '?')})"
-        return _median_range(vals, spec)
+        return median_range(vals, spec)
 
     table = ["| measure | precision | rlbench, median [range] | other, median [range] | ratio, median [range] |",
              "| --- | --- | --- | --- | --- |"]
     for label, prec, side_a, side_b, key, larger_better in rows:
         spec = ".3f" if key == "s_per_step" else ".1f" if key in ("start_s", "samples_per_s") else ".0f"
-        ratios = [(x[key] / y[key]) if larger_better else (y[key] / x[key])
-                  for x, y in zip(res[side_a], res[side_b]) if key in x and key in y]
-        ratio = _median_range(ratios, ".2f") + ("x" if larger_better else "x faster") if ratios else "n/a"
+        va, vb = ([r.get(key, math.nan) for r in res[side]] for side in (side_a, side_b))
+        within = ratios(vb, va) if larger_better else ratios(va, vb)
+        ratio = median_range(within, ".2f") + ("x" if larger_better else "x faster") if within else "n/a"
         table.append(f"| {label} | {prec} | {cell(side_a, key, spec)} | {cell(side_b, key, spec)} | {ratio} |")
     grpo_sides = [side for side in sides if side[0].startswith("grpo-ours") and
                   any(STEP_PARTS[0] in r for r in res[side])]
@@ -270,7 +264,7 @@ def main() -> None:
                   "| --- | --- |" + " --- |" * (len(STEP_PARTS) + 1)]
         for side in grpo_sides:
             ms = {key: [1000 * r[key] for r in res[side] if key in r] for key in (*STEP_PARTS, "s_per_step")}
-            table.append(f"| {side[0]} | {side[1]} | " + " | ".join(_median_range(ms[key], ".0f") for key in ms) + " |")
+            table.append(f"| {side[0]} | {side[1]} | " + " | ".join(median_range(ms[key], ".0f") for key in ms) + " |")
     picks = sorted({r["kernels"] for side in sides for r in res[side] if r.get("kernels")})
     setting = (f"model `{a.model}` ({meta.get('parameters', 0):,} parameters), {a.prompts} prompts x {a.group} "
                f"completions, max {a.max_new} new tokens, {a.steps} steps, {a.threads} torch threads, KL coefficient "

