@@ -113,3 +113,29 @@ def test_the_breakdown_says_how_often_the_model_reasoned_and_how_well():
     assert d == {"n": 5, "traced": 0.4, "accuracy_traced": 0.5, "accuracy_at_once": pytest.approx(2 / 3, abs=1e-3)}
     assert reward_breakdown("yes_no", {}, [""] * 5, completions, answers) == d
     assert deduce_breakdown([], [], [])["traced"] is None
+
+
+def test_the_pinned_base_can_work_the_chain_out_and_seldom_does(monkeypatch, tmp_path):
+    """What the task rests on: made to start a trace (the prompt, then `a`), the base finishes it
+    right; left alone it traces in a minority of samples and answers at once at chance."""
+    from conftest import REPO
+    from rlbench.engines.hf_generate import generate as sample
+    from rlbench.engines.sampling import SamplingParams
+    from rlbench.models.zoo import load_model, pins
+    from rlbench.rewards.deduce import deduce_breakdown
+    from rlbench.tasks.registry import load_task
+
+    monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
+    monkeypatch.setenv("RLBENCH_HOME", str(tmp_path))
+    task = load_task("truth-tellers")
+    assert task.model.base in pins(), "the base must be a canonical, pinned artifact"
+    model, tok, _ = load_model(task.model.base)
+    rng = random.Random(11)
+    items = [generate("main", rng, {}) for _ in range(150)]
+    prompts, answers = [it["prompt"] for it in items], [it["answer"] for it in items]
+    forced = sample(model, tok, [p + "a" for p in prompts], SamplingParams(greedy=True, max_new_tokens=32))
+    right = [trace_kinds("a" + o[0].text) == solve(p) for p, o in zip(prompts, forced)]
+    assert sum(right) / len(right) >= 0.85
+    free = sample(model, tok, prompts, SamplingParams(n=2, temperature=1.0, max_new_tokens=32, seed=5))
+    d = deduce_breakdown(prompts * 2, [o.text for outs in free for o in outs], [a for a in answers for _ in (0, 1)])
+    assert 0.15 <= d["traced"] <= 0.6 and d["accuracy_traced"] >= 0.85 and 0.35 <= d["accuracy_at_once"] <= 0.65, d
