@@ -178,7 +178,7 @@ def test_debug_cell_end_to_end(tmp_path, ray_cluster, session_tasks):
     attempts = [{"steps": 3, "batch_prompts": 4, "group_size": 2, "eval_every": 0}]
     cfg = CellConfig(agent="reference", task="debug-tiny", seed=0, results=str(tmp_path / "results"), grace_s=10,
                      sandbox="bwrap" if bwrap_path() else "none", budget_s=300,
-                     agent_options={"attempts": attempts})
+                     agent_options={"attempts": attempts, "base_first": False})
     r = run_cell(cfg)
     assert r.status == "ok", r
     cell = Path(r.cell_dir)

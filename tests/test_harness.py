@@ -296,7 +296,8 @@ def test_reference_agent_trains_in_the_sandbox_through_tools_only(tmp_path, ray_
     attempts = [{"steps": 1, "lr": -1.0},  # an invalid setting: the run fails, the agent retries
                 # SFT on the train answers first (train.py's warm start), then GRPO from its checkpoint
                 {"sft_steps": 4, "steps": 12, "batch_prompts": 4, "group_size": 4, "eval_every": 0}]
-    r = _cell(tmp_path, "reference", agent_options={"attempts": attempts, "reserve_s": 5})
+    # base_first off: a 12-step run must be the chosen submission
+    r = _cell(tmp_path, "reference", agent_options={"attempts": attempts, "reserve_s": 5, "base_first": False})
     assert r.status == "ok" and r.sandboxed, r
     cell = Path(r.cell_dir)
     steps = [json.loads(l) for l in (cell / "trajectory.jsonl").read_text().splitlines()]

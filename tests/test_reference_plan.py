@@ -109,3 +109,13 @@ def test_a_checkpoint_below_the_base_on_dev_does_not_end_the_plan():
     ReferenceAgent().run("", tools)
     assert [c[1] for c in tools.calls if c[0] == "submit"][-1] == "runs/attempt2/checkpoint"  # above the base: done
     assert sum(c[0] == "exec" for c in tools.calls) == 2
+
+
+def test_without_base_first_the_base_is_submitted_only_when_nothing_trains():
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, SUMMARY)
+    ReferenceAgent(base_first=False).run("", tools)
+    assert [c[1] for c in tools.calls if c[0] == "submit"] == ["runs/attempt1/checkpoint"]
+    flat = {**SUMMARY, "first_reward_mean_50": 0.0, "last_reward_mean_50": 0.0}
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, flat)
+    ReferenceAgent(base_first="false").run("", tools)
+    assert [c[1] for c in tools.calls if c[0] == "submit"] == ["model"]

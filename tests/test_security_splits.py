@@ -167,7 +167,7 @@ def test_reference_agent_trains_on_an_endpoint_task_whose_generator_the_sandbox_
                     budget={**spec["budget"], "reward_queries": 2000, "max_sweeps": 0})
     attempts = [{"steps": 3, "batch_prompts": 4, "group_size": 4, "eval_every": 0}]
     r = run_cell(CellConfig(agent="reference", task="arith-tiny-endpoint", seed=0, results=str(tmp_path / "results"),
-                            grace_s=10, agent_options={"attempts": attempts, "reserve_s": 5}))
+                            grace_s=10, agent_options={"attempts": attempts, "reserve_s": 5, "base_first": False}))
     assert r.status == "ok" and r.sandboxed, r
     assert str(Path(arith.__file__).resolve()) in r.config["limits"]["hide"]
     assert r.submissions["chosen"] == 1 and r.reward_queries["used"] > 0, r.reward_queries

@@ -263,8 +263,10 @@ class ReferenceAgent(Agent):
         reserve = float(self.options.get("reserve_s", 60))  # time kept for submitting
         # the base model first: its dev score is the bar a trained checkpoint must clear (the harness
         # scores the best dev submission, so a run that made the model worse leaves the base chosen
-        # and the next attempt runs), and the difference a required claim states
-        base_dev = tools.submit("model")
+        # and the next attempt runs), and the difference a required claim states. `base_first=false`
+        # (tests whose few-step runs must be the chosen submission) submits it only for a claim.
+        base_first = str(self.options.get("base_first", True)).lower() not in ("false", "0", "no")
+        base_dev = tools.submit("model") if base_first or claims else {}
         if max_kl:
             tools.write("kl.py", KL_PY)
         if command == "python train.py":
@@ -320,6 +322,8 @@ class ReferenceAgent(Agent):
                 if claims and base_dev.get("ok") and sub.get("dev") is not None:
                     self._claim(tools, base_dev, sub)
                 return
+        if not base_dev:
+            tools.submit("model")  # nothing trained: the base, so the cell is still graded
 
     @staticmethod
     def _recipe(settings: dict[str, Any], box: dict[str, Any], info: dict[str, Any], out: str) -> str:
