@@ -68,6 +68,8 @@ def test_puzzles_have_one_solution_and_the_trace_is_it():
         generate("test", rng, {})
     with pytest.raises(ValueError, match="trace_share"):
         generate("main", rng, {"trace_share": 2})
+    with pytest.raises(ValueError, match="trace_share"):
+        generate("short", rng, {"trace_share": -1})
 
 
 @pytest.mark.parametrize("completion,answer,want", [

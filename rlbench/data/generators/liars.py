@@ -64,7 +64,8 @@ def generate(family: str, rng: random.Random, params: dict[str, Any]) -> dict[st
     p = {**DEFAULTS, **(params or {})}
     # `short` is pretraining's curriculum: always worked out, so the look-up and the flip each
     # trace step makes are learned on chains of 2-4 before the task's, traced in `trace_share`
-    share = 1.0 if family == "short" else share_param(p, "trace_share")
+    share = share_param(p, "trace_share")  # checked for every family
+    share = 1.0 if family == "short" else share
     names = PEOPLE[:rng.choice(SIZES[family])]
     statements = [names[0] + rng.choice((TRUTH, LIAR))] + [name + rng.choice(CLAIMS) for name in names[1:]]
     rng.shuffle(statements)
