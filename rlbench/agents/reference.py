@@ -316,10 +316,10 @@ class ReferenceAgent(Agent):
                     if sub.get("ok") or "lineage" not in str(sub.get("reason", "")):
                         break
             if sub.get("ok"):
-                below = base_dev.get("ok") and sub.get("dev") is not None and sub["dev"] < base_dev["dev"]
-                if below and i < len(attempts):
+                against_base = base_dev.get("ok") and sub.get("dev") is not None
+                if against_base and sub["dev"] < base_dev["dev"] and i < len(attempts):
                     continue  # worse than the base on dev: the next, more conservative attempt
-                if claims and base_dev.get("ok") and sub.get("dev") is not None:
+                if claims and against_base:
                     self._claim(tools, base_dev, sub)
                 return
         if not base_dev:

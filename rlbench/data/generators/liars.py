@@ -41,9 +41,14 @@ SIZES = {"main": (5, 6), "heldout": (7, 8), "short": (2, 3, 4)}
 CLAIMS = "+-"  # what a speaker says of the one before: tells the truth, lies
 
 
+def _said(prompt: str) -> dict[str, str]:
+    """What each person of a prompt says: `T`/`F` for `a`, `+`/`-` for the rest."""
+    return {s[0]: s[1:] for s in prompt.split(ANSWER_MARK)[0].split(",")}
+
+
 def solve(prompt: str) -> list[tuple[str, bool]]:
     """Each person and its kind (True: tells the truth), in chain order, deduced from a prompt."""
-    said = {s[0]: s[1:] for s in prompt.split(ANSWER_MARK)[0].split(",")}
+    said = _said(prompt)
     first = PEOPLE[0]
     chain = [(first, said[first] == TRUTH)]
     for name in PEOPLE[1:len(said)]:
@@ -53,7 +58,7 @@ def solve(prompt: str) -> list[tuple[str, bool]]:
 
 def worked(prompt: str) -> str:
     """The trace that works a prompt out: `aT`, then each next person, what it said and its kind."""
-    said = {s[0]: s[1:] for s in prompt.split(ANSWER_MARK)[0].split(",")}
+    said = _said(prompt)
     return "".join(name + ("" if i == 0 else said[name]) + (TRUTH if kind else LIAR)
                    for i, (name, kind) in enumerate(solve(prompt)))
 
