@@ -10,8 +10,9 @@
    ratio compares like with like. Ours picks its attention kernel by measurement
    (`attention=measure`, rlbench/engines/kernel_choice.py); the `auto` part adds ours with the
    precision measured too (`precision=measure`) against TRL at its default, bf16.
-4. Prefill (`prefill`): ours with each prompt run once for its group (the rollout's prefill and the
-   learner's passes, `share_prompt`) against once per completion, as rollout tokens/s and as GRPO
+4. Prefill (`prefill`): ours with each prompt run once for its group (the rollout's prefill, with
+   finished rows leaving the batch, and the learner's passes, `share_prompt`) against once per
+   completion (transformers' `generate` and a learner pass per full sequence), as rollout tokens/s and as GRPO
    samples/s, with where a GRPO step's time goes (rollout, reward, learner, weight sync) per side.
 
 Each measurement runs in its own subprocess (nothing shared, nothing warm). Noise on a shared
@@ -186,7 +187,7 @@ def comparisons(parts: set[str]) -> list[tuple[str, str, Side, Side, str, bool]]
                          "samples_per_s", True))
     if "prefill" in parts:
         for p in ("fp32", "bf16"):
-            rows.append(("rollout tokens/s, sampled: prompt prefilled once per group vs once per completion", p,
+            rows.append(("rollout tokens/s, sampled: ours (prefill once per group, finished rows dropped) vs transformers generate", p,
                          ("rollout-hf", p), ("rollout-hf-noshare", p), "sampled_tokens_per_s", True))
             rows.append(("GRPO samples/s: ours, prompt once per group (rollout and learner) vs once per completion",
                          p, ("grpo-ours", p), ("grpo-ours-noshare", p), "samples_per_s", True))

@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """The harness's scoring by two engines side by side: seconds and pass@1.
 
-The engines: `hf`, `vllm`, and `hf-noshare` (HF with each sample of a prompt prefilled on its own,
-as before hf_generate ran a prompt's prefill once for all its samples: `--engines hf-noshare,hf`
-measures that change). Scores one model on a task's hidden splits (test and heldout) with the
-task's own protocol, once per engine per round, the engines interleaved (A, B, A, B, ...) so that the machine's load
-falls on both alike; each run in its own subprocess (nothing warm, nothing cached). Prints, per
+The engines: `hf`, `vllm`, and `hf-noshare` (transformers' own `generate`: each sample of a prompt
+prefilled on its own and every row of a batch computed until the longest ends, as the harness
+scored before hf_generate's `_decode`: `--engines hf-noshare,hf` measures that change). Scores one
+model on a task's hidden splits (test and heldout) with the task's own protocol, once per engine
+per round, the engines interleaved (A, B, A, B, ...) so that the machine's load falls on both
+alike; each run in its own subprocess (nothing warm, nothing cached). Prints, per
 engine, the median and range of the engine's start (model load) and of the scoring itself, the
 ratio of medians, and each split's pass@1 and greedy accuracy with the paired difference's 95%
 bootstrap interval (the engines draw different samples from the same distribution: the interval
@@ -27,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("hf", "vllm", "hf-noshare")
-LABELS = {"hf": "HF", "vllm": "vLLM", "hf-noshare": "HF, prefill per sample"}
+LABELS = {"hf": "HF", "vllm": "vLLM", "hf-noshare": "HF generate"}
 
 
 def child(a: argparse.Namespace) -> dict:

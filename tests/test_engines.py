@@ -64,26 +64,79 @@ def test_sampling_is_seeded_per_item_not_per_batch(tiny_path):
 
 def test_group_shares_its_prefill_and_draws_what_single_samples_draw(tiny_path, monkeypatch):
     """Issue 28: n samples of a prompt run its prefill once (the cache repeated n times), and each
-    sample is what a call for that sample alone (n=1, its own number) draws, which prefills
-    normally: same tokens, same logprobs up to float rounding."""
+    sample is what a call for that sample alone (n=1, its own number) draws: same tokens, same
+    logprobs up to float rounding."""
     from rlbench.engines import hf_generate
     from rlbench.models.zoo import load_model
 
     model, tok, _ = load_model(tiny_path)
     prompts = ["1+2=", "345+678=", "9+10=", "12+3="]  # lengths differ: left padding in the shared prefill
     sp = SamplingParams(n=4, temperature=1.2, max_new_tokens=6, seed=11)
-    prefilled = []
-    real = hf_generate._prefill_once
-    monkeypatch.setattr(hf_generate, "_prefill_once", lambda m, enc, n: prefilled.append(
-        (enc["input_ids"].shape[0], n)) or real(m, enc, n))
+    decoded = []
+    real = hf_generate._decode
+    monkeypatch.setattr(hf_generate, "_decode", lambda m, enc, n, *a: decoded.append(
+        (enc["input_ids"].shape[0], n)) or real(m, enc, n, *a))
     group = hf_generate.generate(model, tok, prompts, sp, with_logprobs=True)
-    assert prefilled == [(len(prompts), 4)]
+    assert decoded == [(len(prompts), 4)]
     for j in range(4):
         alone = hf_generate.generate(model, tok, prompts, replace(sp, n=1), with_logprobs=True, first_sample=[j] * 4)
         for comps, single in zip(group, alone):
             assert comps[j].token_ids == single[0].token_ids
             assert comps[j].logprobs == pytest.approx(single[0].logprobs, abs=1e-5)
-    assert prefilled == [(len(prompts), 4)]  # one sample per prompt: nothing to share
+
+
+@pytest.mark.parametrize("greedy", [False, True])
+def test_decoding_that_drops_finished_rows_equals_transformers_generate(tiny_path, greedy):
+    """Issue 28: `_decode` (prefill once per prompt, a row leaves the batch when it ends) gives
+    what transformers' `generate` gives (`share_prefill=False`): the same tokens, EOS dropped and
+    a stop token kept, logprobs within float rounding, for sampled and greedy decoding."""
+    from rlbench.engines import hf_generate
+    from rlbench.models.zoo import load_model
+
+    model, tok, _ = load_model(tiny_path)
+    prompts = [f"{a}+{b * 37}=" for a in range(9) for b in range(5)]
+    stop: list[int] = []
+    for stops in ((), "the token most often written second"):
+        if stops:
+            seconds = [a.token_ids[1] for a, _ in pairs if len(a.token_ids) > 2]
+            stop = [max(set(seconds), key=seconds.count)]
+            stops = tuple(stop)
+        sp = SamplingParams(n=1 if greedy else 3, greedy=greedy, temperature=1.4, top_p=0.9, max_new_tokens=7,
+                            seed=2, stop_ids=stops)
+        ours = hf_generate.generate(model, tok, prompts, sp, batch_size=16, with_logprobs=True)
+        theirs = hf_generate.generate(model, tok, prompts, sp, batch_size=16, with_logprobs=True, share_prefill=False)
+        pairs = [(a, b) for x, y in zip(ours, theirs) for a, b in zip(x, y)]
+        assert len(pairs) == len(prompts) * sp.per_prompt
+        assert [a.token_ids for a, _ in pairs] == [b.token_ids for _, b in pairs]
+        assert [a.text for a, _ in pairs] == [b.text for _, b in pairs]
+        for a, b in pairs:
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+        lengths = {len(a.token_ids) for a, _ in pairs}
+        assert len(lengths) > 1, lengths  # rows ended at different steps: some left the batch early
+        if stops:
+            ended = [a.token_ids for a, _ in pairs if stop[0] in a.token_ids]
+            assert ended and all(ids[-1] == stop[0] for ids in ended)
+
+
+def test_greedy_rows_beside_the_samples_are_what_a_greedy_pass_gives(tiny_path):
+    """Issue 28: scoring's greedy completion rides in its prompt's sampled batch
+    (`sample_and_greedy`); it and the samples are what separate sampled and greedy passes give,
+    by `_decode` and by transformers' `generate` alike."""
+    from rlbench.engines import hf_generate
+    from rlbench.models.zoo import load_model
+
+    model, tok, _ = load_model(tiny_path)
+    prompts = [f"{a * 13}+{b}=" for a in range(7) for b in range(6)]
+    sp = SamplingParams(n=3, temperature=1.3, top_p=0.95, max_new_tokens=7, seed=4)
+    sampled, greedy = hf_generate.sample_and_greedy(model, tok, prompts, sp, batch_size=8, greedy_batch_size=32)
+    for share in (True, False):
+        alone = hf_generate.generate(model, tok, prompts, sp, batch_size=8, share_prefill=share)
+        argmax = hf_generate.generate(model, tok, prompts, replace(sp, greedy=True, n=1), batch_size=32,
+                                      share_prefill=share)
+        assert [[c.token_ids for c in g] for g in sampled] == [[c.token_ids for c in g] for g in alone]
+        assert [c.token_ids for c in greedy] == [g[0].token_ids for g in argmax]
+        assert [c.prompt_index for c in greedy] == list(range(len(prompts)))
+    assert [c.token_ids for c in greedy] != [g[0].token_ids for g in sampled]  # the greedy row is not a sample
 
 
 def test_row_sampler_draws_from_the_tempered_nucleus():

@@ -77,41 +77,104 @@ class _RowSampler(LogitsProcessor):
     here with transformers' own warpers, since `generate` runs custom processors before its
     warpers; the warped log-probabilities are kept for the caller's logprobs."""
 
-    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, keep_scores: bool):
-        self.gens = [torch.Generator().manual_seed(s) for s in seeds]
+    def __init__(self, seeds: Sequence[int | None], temperature: float, top_p: float, keep_scores: bool):
+        # a row seeded None is decoded greedily (`draw` only: `generate` cannot mix the two)
+        self.gens = [None if s is None else torch.Generator().manual_seed(s) for s in seeds]
         self.warpers = [w for w in (TemperatureLogitsWarper(temperature) if temperature != 1.0 else None,
                                     TopPLogitsWarper(top_p) if top_p < 1.0 else None) if w is not None]
         self.keep_scores = keep_scores
         self.scores: list[torch.Tensor] = []
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def draw(self, scores: torch.FloatTensor, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tokens of `rows` (one generator each, in the order of `scores`' rows) and the
+        warped scores they were drawn from. Each generator advances once per draw, so a row draws
+        the same noise whichever other rows are still in the batch. A greedy row (seeded None)
+        takes the argmax of its raw scores, which are also what its logprobs come from."""
+        raw = scores
         for w in self.warpers:
-            scores = w(input_ids, scores)
+            scores = w(None, scores)
+        sampled = [j for j, r in enumerate(rows) if self.gens[r] is not None]
+        if not sampled:
+            return raw.argmax(-1), raw
+        some = scores if len(sampled) == len(rows) else scores[sampled]
+        noise = torch.stack([torch.rand(scores.shape[1], generator=self.gens[rows[j]], dtype=torch.float64)
+                             for j in sampled])
+        gumbel = -torch.log(-torch.log(noise.clamp_min(1e-300)))
+        drawn = (some.double().cpu() + gumbel).argmax(-1).to(scores.device)
+        if len(sampled) == len(rows):
+            return drawn, scores
+        pick, warped = raw.argmax(-1), raw.clone()
+        pick[sampled], warped[sampled] = drawn, some
+        return pick, warped
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        pick, scores = self.draw(scores, range(len(self.gens)))
         if self.keep_scores:
             self.scores.append(scores.clone())
-        noise = torch.stack([torch.rand(scores.shape[1], generator=g, dtype=torch.float64) for g in self.gens])
-        gumbel = -torch.log(-torch.log(noise.clamp_min(1e-300)))
-        pick = (scores.double().cpu() + gumbel).argmax(-1).to(scores.device)
         out = torch.full_like(scores, float("-inf"))
         return out.scatter_(1, pick[:, None], 0.0)
 
 
-def _prefill_once(model: PreTrainedModel, enc: dict[str, torch.Tensor], n: int) -> dict[str, object]:
-    """The inputs of one `generate` call that samples `n` completions of each prompt while running
-    each prompt's prefill once. `generate` with `num_return_sequences=n` copies every prompt `n`
-    times before its first forward, so a group of 8 paid for 8 prefills of one prompt: more than
-    its decoding on short answers. Here the prompts but their last token run once, their cache is
-    repeated `n` times per row, and `generate` goes on from it with the last token (positions as
-    `generate` derives them from the left-padded attention mask, so the logits are the same up to
-    float rounding)."""
+def _decode(model: PreTrainedModel, enc: dict[str, torch.Tensor], n: int, sampler: "_RowSampler | None",
+            max_new_tokens: int, eos: int | None, stop_ids: Sequence[int],
+            with_logprobs: bool) -> list[tuple[list[int], list[float]]]:
+    """`n` completions of each prompt in `enc` (left-padded), as `generate` would sample them, for
+    less work: each prompt's prefill runs once for all its samples (its cache repeated `n` times
+    per row), and a row leaves the batch as soon as it ends, where `generate` keeps computing
+    every row until the longest one ends (on the tasks' bases, 30-70% of a batch's row-steps were
+    rows already finished). Positions are what `generate` derives from the left-padded mask, and
+    each row draws from its own generator (`_RowSampler.draw`), so a row's tokens do not depend
+    on which rows share its batch; logits equal `generate`'s up to float rounding. Returns each
+    row's tokens (EOS dropped, a stop token kept, as `generate`'s caller cuts them) and their
+    log-probabilities under the warped distribution (empty unless `with_logprobs`)."""
     ids, mask = enc["input_ids"], enc["attention_mask"]
-    cache = DynamicCache(config=model.config)
     positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
-    model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
-          past_key_values=cache, use_cache=True)
-    cache.batch_repeat_interleave(n)
-    return {"input_ids": ids.repeat_interleave(n, 0), "attention_mask": mask.repeat_interleave(n, 0),
-            "past_key_values": cache}
+    cache = DynamicCache(config=model.config)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                   use_cache=True, **_last_logits_only(model)).logits[:, -1, :]
+    if n > 1:
+        cache.batch_repeat_interleave(n)
+        logits, mask = logits.repeat_interleave(n, 0), mask.repeat_interleave(n, 0)
+    next_pos = positions[:, -1].repeat_interleave(n) + 1
+    live = list(range(ids.shape[0] * n))
+    rows: list[tuple[list[int], list[float]]] = [([], []) for _ in live]
+    stops = set(stop_ids)
+    for step in range(max_new_tokens):
+        scores = logits.float()
+        pick, warped = (scores.argmax(-1), scores) if sampler is None else sampler.draw(scores, live)
+        picked = pick.tolist()
+        lps = (torch.log_softmax(warped, -1).gather(1, pick[:, None].to(warped.device))[:, 0].tolist()
+               if with_logprobs else None)
+        keep = []
+        for j, r in enumerate(live):
+            token = picked[j]
+            if token == eos:
+                continue
+            rows[r][0].append(token)
+            if lps is not None:
+                rows[r][1].append(lps[j])
+            if token not in stops:
+                keep.append(j)
+        if not keep or step == max_new_tokens - 1:
+            break
+        if len(keep) < len(live):
+            sel = torch.tensor(keep, device=mask.device)
+            cache.batch_select_indices(sel)
+            mask, next_pos, pick = mask[sel], next_pos[sel], pick[sel]
+            live = [live[j] for j in keep]
+        mask = torch.cat([mask, mask.new_ones((len(live), 1))], 1)
+        logits = model(input_ids=pick[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                       past_key_values=cache, use_cache=True).logits[:, -1, :]
+        next_pos = next_pos + 1
+    return rows
+
+
+def _last_logits_only(model: PreTrainedModel) -> dict[str, int]:
+    """Ask the prefill for the last position's logits only, where the model takes the argument
+    (a prompt's other positions would cost a vocabulary-wide projection each for nothing)."""
+    import inspect
+
+    return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
 
 
 def _batches(n: int, size: int) -> Iterator[tuple[int, range]]:
@@ -132,6 +195,7 @@ def generate(
     keys: Sequence[int] | None = None,
     first_sample: Sequence[int] | None = None,
     share_prefill: bool = True,
+    greedy_too: bool = False,
 ) -> list[list[Completion]]:
     """`sampling.per_prompt` completions per prompt, as `sampling` says (rlbench/engines/sampling.py).
     With a `sampling.tool` (rlbench/envs), generation pauses at the tool's stop text, the
@@ -139,8 +203,12 @@ def generate(
     `sampling.max_calls` calls. The other arguments say how to run, not what to sample:
     `on_batch(prompts_done)` after each batch; `keys`: each prompt's key for its sampling seeds
     (default: its position); `first_sample`: the number of each prompt's first sample (default 0),
-    for continuations of one sample; `share_prefill`: run each prompt's prefill once for all its
-    samples (`_prefill_once`; false: once per sample, as `generate` does, for comparison)."""
+    for continuations of one sample; `share_prefill`: decode with `_decode` (each prompt's prefill
+    once for all its samples, a row out of the batch once it ends); false: transformers' own
+    `generate` (a prefill per sample, every row to the longest), the same tokens slower, kept to
+    test and measure `_decode` against. `greedy_too` (sampling without a tool, `_decode` only;
+    use `sample_and_greedy`): each prompt's greedy completion is decoded beside its samples, in
+    the same batch from the same prefill, and comes last in its list."""
     if sampling.tool:
         return _generate_with_tool(model, tokenizer, prompts, sampling, batch_size=batch_size,
                                    with_logprobs=with_logprobs, on_batch=on_batch, share_prefill=share_prefill)
@@ -148,47 +216,82 @@ def generate(
     harness_generation(model)
     device = next(model.parameters()).device
     greedy, per_prompt, stop_ids = sampling.greedy, sampling.per_prompt, sampling.stop_ids
+    if greedy_too and (greedy or not share_prefill):
+        raise ValueError("greedy_too: only beside sampled completions, decoded by _decode")
+    rows_per_prompt = per_prompt + greedy_too
     out: list[list[Completion]] = [[] for _ in prompts]
     eos = tokenizer.eos_token_id
     # sampling happens in _RowSampler: generate itself samples from its one-hot rows at T=1
     gen = generation_config(greedy=greedy, temperature=1.0, top_p=1.0, max_new_tokens=sampling.max_new_tokens,
                             n=per_prompt, pad_token_id=tokenizer.pad_token_id,
                             eos_token_id=[eos, *stop_ids] if stop_ids else eos, with_logprobs=with_logprobs)
-    share = share_prefill and not greedy and per_prompt > 1
-    shared_gen = copy.deepcopy(gen)
-    shared_gen.num_return_sequences = 1  # with a shared prefill the rows are already the prompts' copies
     keys = list(range(len(prompts))) if keys is None else list(keys)
     first = [0] * len(prompts) if first_sample is None else list(first_sample)
     for b, idx in _batches(len(prompts), batch_size):
         enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True, padding_side="left")
         enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
-        extra: dict[str, object] = {}
-        call_gen = gen
-        if share and enc["input_ids"].shape[1] > 1:
-            enc, call_gen = _prefill_once(model, enc, per_prompt), shared_gen
+        sampler = None
         if not greedy:
-            seeds = [row_seed(sampling.seed, keys[i], first[i] + j) for i in idx for j in range(per_prompt)]
+            seeds: list[int | None] = []
+            for i in idx:
+                seeds += [row_seed(sampling.seed, keys[i], first[i] + j) for j in range(per_prompt)]
+                seeds += [None] * greedy_too
             sampler = _RowSampler(seeds, sampling.temperature, sampling.top_p, with_logprobs)
-            extra["logits_processor"] = LogitsProcessorList([sampler])
-        res = model.generate(**enc, generation_config=call_gen, **extra)
-        seqs = res.sequences[:, enc["input_ids"].shape[1]:]
-        logps = None
-        if with_logprobs:
-            scores = sampler.scores if not greedy else res.scores
-            logps = model.compute_transition_scores(res.sequences, scores, normalize_logits=True)
-        for row in range(seqs.shape[0]):
-            p = idx[row // per_prompt]
-            ids = seqs[row].tolist()
-            cut = ids.index(eos) if eos in ids else len(ids)
-            for sid in stop_ids:  # a stop token stays in the completion; what follows it is padding
-                if sid in ids[:cut]:
-                    cut = ids.index(sid) + 1
-            ids = ids[:cut]
-            lp = logps[row, :cut].tolist() if logps is not None else []
+        if share_prefill and enc["input_ids"].shape[1] > 0:
+            rows = _decode(model, enc, rows_per_prompt, sampler, sampling.max_new_tokens, eos, stop_ids,
+                           with_logprobs)
+        else:
+            rows = _hf_generate(model, enc, gen, sampler, eos, stop_ids, with_logprobs)
+        for row, (ids, lp) in enumerate(rows):
+            p = idx[row // rows_per_prompt]
             out[p].append(Completion(p, ids, tokenizer.decode(ids, skip_special_tokens=True), lp))
         if on_batch is not None:
             on_batch(len(idx))
     return out
+
+
+def sample_and_greedy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str],
+                      sampling: SamplingParams, *, batch_size: int, greedy_batch_size: int,
+                      on_batch: Callable[[int], None] | None = None,
+                      share_prefill: bool = True) -> tuple[list[list[Completion]], list[Completion]]:
+    """The sampled completions `generate` gives for `sampling`, and each prompt's greedy
+    completion, which scoring always wants beside them. With `_decode` the greedy row rides in
+    its prompt's batch, from the prefill its samples share (on arith-grpo's base: a quarter fewer
+    forward passes than a greedy pass of its own); with a tool loop or transformers' `generate`
+    the greedy completions are a second pass, `greedy_batch_size` prompts at a time. Same
+    completions either way, up to float rounding."""
+    argmax = replace(sampling, greedy=True, n=1)
+    if sampling.tool or not share_prefill or sampling.greedy:
+        sampled = generate(model, tokenizer, prompts, sampling, batch_size=batch_size, on_batch=on_batch,
+                           share_prefill=share_prefill)
+        greedy = generate(model, tokenizer, prompts, argmax, batch_size=greedy_batch_size, share_prefill=share_prefill)
+        return sampled, [g[0] for g in greedy]
+    both = generate(model, tokenizer, prompts, sampling, batch_size=batch_size, on_batch=on_batch, greedy_too=True)
+    return [comps[:-1] for comps in both], [comps[-1] for comps in both]
+
+
+def _hf_generate(model: PreTrainedModel, enc: dict[str, torch.Tensor], gen: GenerationConfig,
+                 sampler: "_RowSampler | None", eos: int | None, stop_ids: Sequence[int],
+                 with_logprobs: bool) -> list[tuple[list[int], list[float]]]:
+    """`_decode`'s result by transformers' own `generate`: every prompt copied `n` times before
+    its prefill, every row computed until the longest ends. Kept as the reference `_decode` is
+    tested and measured against (`share_prefill=False`)."""
+    extra = {"logits_processor": LogitsProcessorList([sampler])} if sampler is not None else {}
+    res = model.generate(**enc, generation_config=gen, **extra)
+    seqs = res.sequences[:, enc["input_ids"].shape[1]:]
+    logps = None
+    if with_logprobs:
+        scores = sampler.scores if sampler is not None else res.scores
+        logps = model.compute_transition_scores(res.sequences, scores, normalize_logits=True)
+    rows = []
+    for row in range(seqs.shape[0]):
+        ids = seqs[row].tolist()
+        cut = ids.index(eos) if eos in ids else len(ids)
+        for sid in stop_ids:  # a stop token stays in the completion; what follows it is padding
+            if sid in ids[:cut]:
+                cut = ids.index(sid) + 1
+        rows.append((ids[:cut], logps[row, :cut].tolist() if logps is not None else []))
+    return rows
 
 
 def tool_stop_id(tokenizer: PreTrainedTokenizerBase, tool: str) -> int:

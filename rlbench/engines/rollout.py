@@ -88,8 +88,9 @@ class RolloutEngine:
     ):
         """`precision`/`attention` as in rlbench/engines/precision.py; training rollouts pass the
         learner's so both compute with the same weights; grading keeps the fp32 default.
-        `share_prefill` (hf backend): one prefill per prompt for all its samples
-        (rlbench/engines/hf_generate.py); vLLM shares prefixes through its own prefix cache."""
+        `share_prefill` (hf backend): one prefill per prompt for all its samples and finished
+        rows out of the batch (rlbench/engines/hf_generate.py `_decode`); false: transformers'
+        `generate`. vLLM shares prefixes through its own prefix cache."""
         if num_threads:
             torch.set_num_threads(num_threads)
         self.backend = choose_backend(backend, need_in_place_update)

@@ -12,7 +12,7 @@ engine's score of an item does not depend on which other items share its batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from rlbench.config.core import ConfigError
@@ -50,7 +50,8 @@ class ScoringModel:
     model: Any = None  # hf: the torch model
     tokenizer: Any = None
     rollout: Any = None  # vllm: rlbench/engines/rollout.py RolloutEngine
-    # hf: each prompt's prefill once for all its samples (hf_generate); false only to measure it
+    # hf: decode with hf_generate._decode (a prompt's prefill once for its samples, finished rows
+    # dropped); false: transformers' generate, the same tokens slower, only to measure the difference
     share_prefill: bool = True
     _closed: bool = field(default=False, repr=False)
 
@@ -78,6 +79,21 @@ class ScoringModel:
         if on_batch is not None:
             on_batch(len(prompts))
         return out
+
+    def sample_and_greedy(self, prompts: Sequence[str], sampling: SamplingParams, batch_size: int,
+                          greedy_batch_size: int, on_batch: Callable[[int], None] | None = None,
+                          ) -> tuple[list[list[Completion]], list[Completion]]:
+        """`generate`'s sampled completions and each prompt's greedy one (hf_generate.sample_and_greedy:
+        on HF both from one prefill per prompt; on vLLM two calls)."""
+        if self.engine == "hf":
+            from rlbench.engines.hf_generate import sample_and_greedy
+
+            return sample_and_greedy(self.model, self.tokenizer, prompts, sampling, batch_size=batch_size,
+                                     greedy_batch_size=greedy_batch_size, on_batch=on_batch,
+                                     share_prefill=self.share_prefill)
+        sampled = self.generate(prompts, sampling, batch_size, on_batch=on_batch)
+        greedy = self.generate(prompts, replace(sampling, greedy=True, n=1), greedy_batch_size)
+        return sampled, [g[0] for g in greedy]
 
     def close(self) -> None:
         """Free the engine now (vLLM's processes and memory), not at interpreter exit."""

@@ -75,10 +75,15 @@ def score_split(
     tool = tool_args(task)
     batch = max(1, proto.batch_size // proto.samples_per_prompt)
     n_batches = -(-len(prompts) // batch)
-    with track(f"eval {split} sampled", n_batches) as bar:
+    with_greedy = proto.greedy or split in HIDDEN_SPLITS
+    with track(f"eval {split} {'sampled and greedy' if with_greedy else 'sampled'}", n_batches) as bar:
         sampling = SamplingParams(n=proto.samples_per_prompt, temperature=proto.temperature, top_p=proto.top_p,
                                   max_new_tokens=proto.max_new_tokens, seed=proto.seed, **tool)
-        sampled = scorer.generate(prompts, sampling, batch, on_batch=lambda n: bar.advance(-(-n // batch)))
+        advance = lambda n: bar.advance(-(-n // batch))  # noqa: E731
+        if with_greedy:
+            sampled, greedy = scorer.sample_and_greedy(prompts, sampling, batch, proto.batch_size, on_batch=advance)
+        else:
+            sampled = scorer.generate(prompts, sampling, batch, on_batch=advance)
     texts = [c.text for comps in sampled for c in comps]
     answers = [it["answer"] for comps, it in zip(sampled, items) for _ in comps]
     flat = score_many(task.reward.name, params, texts, answers)
@@ -92,14 +97,12 @@ def score_split(
     score = SplitScore(split, len(items), proto.samples_per_prompt, mean, lo, hi, per_item=per_item)
     if sampled_detail is not None:
         score.detail = {"sampled": sampled_detail}
-    if proto.greedy or split in HIDDEN_SPLITS:
-        argmax = SamplingParams(greedy=True, max_new_tokens=proto.max_new_tokens, **tool)
-        greedy = scorer.generate(prompts, argmax, proto.batch_size)
-        score.greedy_per_item = score_many(task.reward.name, params, [c[0].text for c in greedy],
+    if with_greedy:
+        score.greedy_per_item = score_many(task.reward.name, params, [c.text for c in greedy],
                                            [it["answer"] for it in items])
         score.greedy, score.greedy_ci_low, score.greedy_ci_high = wilson_ci(sum(score.greedy_per_item), len(items))
         if score.detail is not None:
-            score.detail["greedy"] = reward_breakdown(task.reward.name, params, prompts, [c[0].text for c in greedy],
+            score.detail["greedy"] = reward_breakdown(task.reward.name, params, prompts, [c.text for c in greedy],
                                                       [it["answer"] for it in items])
     score.ci_ok = score.halfwidth <= proto.max_ci_halfwidth + 1e-12
     return score
