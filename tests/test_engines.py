@@ -96,6 +96,7 @@ def test_decoding_that_drops_finished_rows_equals_transformers_generate(tiny_pat
     model, tok, _ = load_model(tiny_path)
     prompts = [f"{a}+{b * 37}=" for a in range(9) for b in range(5)]
     stop: list[int] = []
+    pairs: list = []  # the first pass's (ours, theirs) completions; the second stops at a token they use
     for stops in ((), "the token most often written second"):
         if stops:
             seconds = [a.token_ids[1] for a, _ in pairs if len(a.token_ids) > 2]

@@ -19,7 +19,6 @@ call builds an explicit GenerationConfig and resets the model's own to an empty 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
