@@ -287,7 +287,9 @@ def test_vllm_matches_hf_then_takes_the_learners_weights_in_place(tiny_path):
         vl.close()
 
 
-def test_shared_prefix_logprobs_equal_full_sequences_values_and_gradients(tiny_path):
+# 1024: each prompt and its group in one row; 6: groups split over rows that repeat the prompt
+@pytest.mark.parametrize("row_tokens", [1024, 6])
+def test_shared_prefix_logprobs_equal_full_sequences_values_and_gradients(tiny_path, row_tokens):
     from reference_pipelines.common import build_group_batch
     from rlbench.engines.learner import shared_prefix_logprobs
 
@@ -299,7 +301,7 @@ def test_shared_prefix_logprobs_equal_full_sequences_values_and_gradients(tiny_p
     full = batch.full()
     model = learner.module
     shared = shared_prefix_logprobs(model, batch.prompt_ids, batch.prompt_attention, batch.completion_ids,
-                                    batch.completion_attention, batch.group)
+                                    batch.completion_attention, batch.group, row_tokens=row_tokens)
     whole = token_logprobs(model, full.input_ids, full.attention_mask)
     assert shared.shape == batch.mask.shape
     for i in range(len(comps)):
@@ -313,6 +315,27 @@ def test_shared_prefix_logprobs_equal_full_sequences_values_and_gradients(tiny_p
         loss.backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     assert torch.allclose(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_packed_group_rows_match_full_sequences_in_bf16(tiny_path, attention):
+    """The packed rows' additive mask is built in the module's dtype: in bf16 both attention
+    kernels must still give the full sequences' logprobs, to bf16 rounding."""
+    from reference_pipelines.common import build_group_batch
+    from rlbench.engines.learner import shared_prefix_logprobs
+
+    learner = Learner(tiny_path, LearnerConfig(reference_model=False, precision="bf16", attention=attention))
+    tok = learner.tokenizer
+    comps = [tok(c, add_special_tokens=False)["input_ids"] for c in ["12", "1", "168", "9999"]]
+    batch = build_group_batch(tok, ["7+5=", "123+45="], comps, group=2, max_new_tokens=5)
+    full = batch.full()
+    with torch.no_grad():
+        shared = shared_prefix_logprobs(learner.module, batch.prompt_ids, batch.prompt_attention,
+                                        batch.completion_ids, batch.completion_attention, batch.group)
+        whole = token_logprobs(learner.module, full.input_ids, full.attention_mask)
+    for i in range(len(comps)):
+        a, b = shared[i][batch.mask[i].bool()], whole[i][full.mask[i].bool()]
+        assert torch.isfinite(a).all() and torch.allclose(a, b, atol=0.1), (i, a, b)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

@@ -59,3 +59,17 @@ def test_learner_computes_with_what_was_measured(tmp_path, monkeypatch):
     assert (learner.kernels.precision, learner.kernels.attention) == ("bf16", "eager")
     assert learner.dtype == torch.bfloat16 and next(learner.module.parameters()).dtype == torch.bfloat16
     assert learner.module.config._attn_implementation == "eager"
+
+
+def test_each_candidate_runs_its_own_attention_kernel():
+    """from_config writes the kernel onto the config object: with one config shared, every
+    candidate ran the last one's kernel, and the probe timed eager against eager."""
+    tiny = resolve_model("arith-tiny").location
+    cands = [("fp32", "sdpa"), ("fp32", "eager"), ("bf16", "sdpa"), ("bf16", "eager")]
+    models = kernel_choice._candidate_models(tiny, cands)
+    for key, (net, batch) in models.items():
+        precision, attention = key.split("/")
+        assert net.config._attn_implementation == attention, key
+        assert next(net.parameters()).dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)
+        prompts, _, completions, real, group = batch
+        assert completions.shape[0] == prompts.shape[0] * group and real.sum(-1).min() >= 1

@@ -5,7 +5,8 @@ Xeon with AMX, and from outside it did not hold: on an AMD EPYC (AVX-512 BF16, n
 GRPO step measured 0.16x TRL's in one run. Which kernel wins depends on the CPU, the model's shape,
 the batch and the thread count, so `precision=measure` / `attention=measure` time each candidate on
 the model's own architecture (random weights: the speed of a kernel does not depend on the values)
-with a learner-shaped batch, forward and backward, candidates interleaved (ABAB...) so that a load
+with a learner-shaped batch (prompts and their groups' completions packed as the learner packs
+them, `shared_prefix_logprobs`), forward and backward, candidates interleaved (ABAB...) so that a load
 change on the machine hits all of them alike, and keep the fastest median.
 
 It is opt-in (`auto` is the fixed rule, the default): candidates within a few percent of each other
@@ -19,12 +20,14 @@ machine pays for it once: a second or two on the zoo's S and M models.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -32,7 +35,12 @@ from rlbench.io import atomic_write_json, file_lock, read_json
 from rlbench.paths import home
 
 ROWS, TOKENS = 32, 16  # a quarter of an S/M learner batch (128 rows of ~11 tokens): the probe stays short
+GROUP = 8  # completions per prompt in the probe's batch, run the way the learner runs them
 BIG_ROWS = 4  # above BIG_PARAMS the probe keeps its batch small: it must stay a short measurement
+# the learner's batch layout the probe times: packed group rows with a 4D mask since 2026-12-07
+# (SDPA takes another kernel with an explicit mask than with a causal flag, so older cached choices
+# measured something else)
+PROBE = "packed-group-rows"
 BIG_PARAMS = 50_000_000
 CPU_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx2")
 
@@ -76,30 +84,43 @@ def _candidates(precision: str, attention: str) -> list[tuple[str, str]]:
     return out
 
 
-def _probe(model_path: str, candidates: list[tuple[str, str]], rounds: int) -> dict[str, float]:
-    """Median seconds of one forward + backward per candidate, rounds interleaved."""
+def _candidate_models(model_path: str, candidates: list[tuple[str, str]]) -> dict[str, tuple[Any, tuple]]:
+    """Per candidate "precision/attention": a randomly initialised model of `model_path`'s
+    architecture in that precision and kernel, and a learner-shaped batch for it."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.from_pretrained(model_path)
-    models, batches = {}, {}
+    out = {}
     for precision, attention in candidates:
-        key = f"{precision}/{attention}"
         torch.manual_seed(0)
-        net = AutoModelForCausalLM.from_config(config, attn_implementation=attention)
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        models[key] = net.to(dtype).train()
-        params = sum(p.numel() for p in net.parameters())
-        rows = ROWS if params < BIG_PARAMS else BIG_ROWS
+        # a config of its own: from_config sets the attention kernel on the config object, so a
+        # shared one switched every earlier candidate to the last one's kernel (measured: the probe
+        # then timed eager against eager)
+        net = AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation=attention)
+        net = net.to(torch.bfloat16 if precision == "bf16" else torch.float32).train()
+        rows = ROWS if sum(p.numel() for p in net.parameters()) < BIG_PARAMS else BIG_ROWS
+        group = min(GROUP, rows)
         gen = torch.Generator().manual_seed(0)
-        batches[key] = torch.randint(0, config.vocab_size, (rows, TOKENS), generator=gen)
+        half = TOKENS // 2  # prompt and completion halves, completions of 1..half real tokens
+        prompts = torch.randint(0, config.vocab_size, (rows // group, half), generator=gen)
+        completions = torch.randint(0, config.vocab_size, (rows // group * group, half), generator=gen)
+        real = torch.arange(half)[None] < torch.randint(1, half + 1, (completions.shape[0], 1), generator=gen)
+        out[f"{precision}/{attention}"] = (net, (prompts, torch.ones_like(prompts), completions, real.long(), group))
+    return out
+
+
+def _probe(model_path: str, candidates: list[tuple[str, str]], rounds: int) -> dict[str, float]:
+    """Median seconds of one forward + backward per candidate, rounds interleaved."""
+    from rlbench.engines.learner import shared_prefix_logprobs
+
+    models = _candidate_models(model_path, candidates)
     times: dict[str, list[float]] = {k: [] for k in models}
 
     def once(key: str) -> float:
-        net, ids = models[key], batches[key]
+        net, batch = models[key]
         net.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        logits = net(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
-        logits.float().log_softmax(-1).mean().backward()
+        shared_prefix_logprobs(net, *batch).mean().backward()
         return time.perf_counter() - t0
 
     for key in models:  # warm-up: first calls allocate and pick oneDNN primitives
@@ -115,7 +136,7 @@ def _cache_path(model_path: str, candidates: list[tuple[str, str]], rounds: int)
 
     config = AutoConfig.from_pretrained(model_path).to_json_string(use_diff=False)
     key = json.dumps([cpu_identity(), torch.__version__, torch.get_num_threads(), config, candidates, ROWS, TOKENS,
-                      rounds], sort_keys=True)
+                      GROUP, PROBE, rounds], sort_keys=True)
     return home() / "kernels" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
