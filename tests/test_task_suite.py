@@ -231,3 +231,29 @@ def test_octal_adapt_items_are_sums_written_in_base_8(monkeypatch):
     monkeypatch.setenv("RLBENCH_TASKS", str(REPO / "tasks"))
     task = load_task("octal-adapt")
     assert (task.category.value, task.model.base, task.data.sizes.train) == ("specialization", "arith-s", 256)
+
+
+def test_validation_rows_keep_the_greedy_gain_and_the_table_shows_it():
+    from rlbench.orchestration.validation import _cell_row, table_markdown
+    from rlbench.results import CellResult, CellStatus, Gain
+    from rlbench.tasks.registry import load_task
+
+    greedy = Gain(abs=0.30, ci_low=0.25, ci_high=0.35, significant=True)
+    test = Gain(abs=0.50, ci_low=0.45, ci_high=0.55, significant=True, win_rate=0.8, greedy=greedy)
+    held = Gain(abs=0.20, ci_low=0.15, ci_high=0.25, significant=True)
+    cells = [CellResult(cell=f"reference-arith-grpo-s{s}", agent="reference", task="arith-grpo", seed=s,
+                        status=CellStatus.OK, gains={"test": test, "heldout": held}) for s in range(3)]
+    rows = [_cell_row(c) for c in cells]
+    assert rows[0]["greedy_gain"] == pytest.approx(0.30) and rows[0]["greedy_ci"] == pytest.approx([0.25, 0.35])
+    task = load_task("arith-grpo")
+    record = {"version": task.version, "cells": rows, "passed": True, "validated": "2026-12-07T00:00:00Z",
+              "commit": "abc1234", "checks": {"fits_budget": {"ok": True, "longest_s": 300.0}}}
+    header, _, line = table_markdown([task], {"arith-grpo": record}).splitlines()
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    values = [c.strip() for c in line.strip("|").split("|")]
+    assert len(cols) == len(values)
+    assert values[cols.index("reference greedy gain (test, mean)")] == "+30.0"
+    assert values[cols.index("reference heldout gain (mean)")] == "+20.0"
+    older = {**record, "cells": [{k: v for k, v in r.items() if not k.startswith("greedy")} for r in rows]}
+    values = [c.strip() for c in table_markdown([task], {"arith-grpo": older}).splitlines()[2].strip("|").split("|")]
+    assert values[cols.index("reference greedy gain (test, mean)")] == "-"  # a record made before it was kept

@@ -71,6 +71,10 @@ def _cell_row(result: CellResult | dict[str, Any]) -> dict[str, Any]:
         "test_gain": test.abs if test else None, "test_ci": test.ci if test else None,
         "heldout_gain": held.abs if held else None, "heldout_ci": held.ci if held else None,
         "win_rate": test.win_rate if test else None,
+        # greedy decoding's gain on the same items, paired the same way: beside the sampled one, it
+        # tells a policy that got sharper from one that got better
+        "greedy_gain": test.greedy.abs if test and test.greedy else None,
+        "greedy_ci": test.greedy.ci if test and test.greedy else None,
         "splits": r.splits,  # seed source and fingerprints the cell was scored on
     }
     if r.vs_baseline_config:
@@ -181,15 +185,15 @@ def _mean(xs: list[float]) -> float | None:
 def table_markdown(tasks: list[Any], validations: dict[str, dict[str, Any]]) -> str:
     """The baselines-and-reference-gains table of tasks/README.md."""
     lines = ["| task | category | kind | difficulty | budget | rewards | base test | null gain (test) | "
-             "reference gain (test), per seed [95% CI] | reference heldout gain (mean) | task's own score | "
-             "longest cell | validation |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "reference gain (test), per seed [95% CI] | reference greedy gain (test, mean) | "
+             "reference heldout gain (mean) | task's own score | longest cell | validation |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for t in tasks:
         v = validations.get(t.name)
         head = (f"| `{t.name}` | {t.category.value} | {t.kind.value} | {t.difficulty.value} | "
                 f"{t.budget.wall_seconds // 60} min | {t.reward.access.value} | ")
         if not v or v.get("version") != t.version:
-            lines.append(head + "- | - | - | - | - | - | not validated |")
+            lines.append(head + "- | - | - | - | - | - | - | not validated |")
             continue
         null = [r for r in v["cells"] if r["agent"] == "null"]
         ref = [r for r in v["cells"] if r["agent"] == "reference"]
@@ -200,6 +204,7 @@ def table_markdown(tasks: list[Any], validations: dict[str, dict[str, Any]]) -> 
         own = _own_score(ref)
         verdict = "passed" if v["passed"] else "failed: " + ", ".join(k for k, c in v["checks"].items() if not c["ok"])
         lines.append(head + f"{'-' if base is None else f'{100 * base:.1f}'} | {null_txt} | {ref_txt} | "
+                     f"{_pts(_mean([r.get('greedy_gain') for r in ref]))} | "  # '-' in records made before it was kept
                      f"{_pts(_mean([r.get('heldout_gain') for r in ref]))} | {own} | "
                      f"{v['checks']['fits_budget']['longest_s']:.0f} s | {verdict} ({v['validated'][:10]}, {v['commit']}"
                      f"{_base_build(v)}) |")
