@@ -119,3 +119,14 @@ def test_without_base_first_the_base_is_submitted_only_when_nothing_trains():
     tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, flat)
     ReferenceAgent(base_first="false").run("", tools)
     assert [c[1] for c in tools.calls if c[0] == "submit"] == ["model"]
+
+
+def test_dpo_on_pairs_is_not_capped_by_the_reward_queries_it_never_makes():
+    """pref-ppo's rewards come from the endpoint and it grants no queries: the step cap meant for
+    GRPO's rewards cut the reference's DPO runs to 1 step each (revalidation, 2026-12-07)."""
+    task = {"name": "pref-ppo", "reward": {"name": "int_closeness", "access": "endpoint"}}
+    pair = {"prompt": "35+30=", "chosen": "60", "rejected": "95"}
+    tools = ScriptedTools(task, pair, {"steps": 150, "stopped_by": "steps"}, queries_left=0)
+    ReferenceAgent().run("", tools)
+    first = next(c[1] for c in tools.calls if c[0] == "exec")
+    assert first.startswith("python train.py steps=150 pairs=data/train.jsonl ") and ("status", "") not in tools.calls

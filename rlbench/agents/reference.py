@@ -285,7 +285,9 @@ class ReferenceAgent(Agent):
             if "train_seconds" in settings:
                 box_s = min(box_s, float(settings.pop("train_seconds")))
             box = {"max_seconds": int(box_s)} if "max_seconds" not in settings else {}
-            if (task.get("reward") or {}).get("access") == "endpoint":
+            if (task.get("reward") or {}).get("access") == "endpoint" and algo != "dpo":
+                # only a sampling algorithm asks the endpoint for rewards; DPO learns from the pairs
+                # (a cap from pref-ppo's 0 queries cut its DPO runs to 1 step, found in revalidation)
                 settings.update(self._query_cap(tools, settings))
             args = " ".join(f"{k}={v}" for k, v in {**settings, **box, "out": out}.items())
             run = tools.exec(f"{command} {args} seed={self.options.get('seed', 0)}", timeout=left - reserve)
