@@ -291,7 +291,7 @@ def test_vllm_matches_hf_then_takes_the_learners_weights_in_place(tiny_path):
 @pytest.mark.parametrize("row_tokens", [1024, 6])
 def test_shared_prefix_logprobs_equal_full_sequences_values_and_gradients(tiny_path, row_tokens):
     from reference_pipelines.common import build_group_batch
-    from rlbench.engines.learner import shared_prefix_logprobs
+    from rlbench.engines.group_rows import shared_prefix_logprobs
 
     learner = Learner(tiny_path, LearnerConfig(reference_model=False, precision="fp32"))
     tok = learner.tokenizer
@@ -322,7 +322,7 @@ def test_packed_group_rows_match_full_sequences_in_bf16(tiny_path, attention):
     """The packed rows' additive mask is built in the module's dtype: in bf16 both attention
     kernels must still give the full sequences' logprobs, to bf16 rounding."""
     from reference_pipelines.common import build_group_batch
-    from rlbench.engines.learner import shared_prefix_logprobs
+    from rlbench.engines.group_rows import shared_prefix_logprobs
 
     learner = Learner(tiny_path, LearnerConfig(reference_model=False, precision="bf16", attention=attention))
     tok = learner.tokenizer

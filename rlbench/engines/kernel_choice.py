@@ -111,7 +111,7 @@ def _candidate_models(model_path: str, candidates: list[tuple[str, str]]) -> dic
 
 def _probe(model_path: str, candidates: list[tuple[str, str]], rounds: int) -> dict[str, float]:
     """Median seconds of one forward + backward per candidate, rounds interleaved."""
-    from rlbench.engines.learner import shared_prefix_logprobs
+    from rlbench.engines.group_rows import shared_prefix_logprobs
 
     models = _candidate_models(model_path, candidates)
     times: dict[str, list[float]] = {k: [] for k in models}
