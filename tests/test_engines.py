@@ -317,6 +317,17 @@ def test_shared_prefix_logprobs_equal_full_sequences_values_and_gradients(tiny_p
     assert torch.allclose(grads[0], grads[1], atol=1e-5, rtol=1e-4)
 
 
+def test_packed_group_rows_refuse_an_empty_prompt_and_a_wrong_group(tiny_path):
+    from rlbench.engines.group_rows import shared_prefix_logprobs
+
+    model = Learner(tiny_path, LearnerConfig(reference_model=False, precision="fp32")).module
+    prompts, comps = torch.tensor([[5, 6], [0, 0]]), torch.tensor([[7, 8]] * 4)
+    with pytest.raises(ValueError, match="prompt 1 has no tokens"):
+        shared_prefix_logprobs(model, prompts, torch.tensor([[1, 1], [0, 0]]), comps, torch.ones_like(comps), 2)
+    with pytest.raises(ValueError, match="4 completions for 2 prompts x group 3"):
+        shared_prefix_logprobs(model, prompts, torch.ones_like(prompts), comps, torch.ones_like(comps), 3)
+
+
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 def test_packed_group_rows_match_full_sequences_in_bf16(tiny_path, attention):
     """The packed rows' additive mask is built in the module's dtype: in bf16 both attention

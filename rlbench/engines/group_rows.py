@@ -29,6 +29,11 @@ def shared_prefix_logprobs(model: Any, prompt_ids: torch.Tensor, prompt_attentio
     n, width = completion_ids.shape
     p_len = prompt_attention.long().sum(-1).tolist()
     c_len = completion_attention.long().sum(-1).tolist()
+    if min(p_len, default=1) < 1:
+        # a completion's first token is predicted at its prompt's last position: there must be one
+        raise ValueError(f"prompt {p_len.index(min(p_len))} has no tokens: nothing predicts its completions' first token")
+    if completion_ids.shape[0] != len(p_len) * group:
+        raise ValueError(f"{completion_ids.shape[0]} completions for {len(p_len)} prompts x group {group}")
     # rows: (prompt index, [completion indices]); a row holds at least one completion
     rows: list[tuple[int, list[int]]] = []
     for i in range(prompt_ids.shape[0]):
