@@ -130,3 +130,16 @@ def test_dpo_on_pairs_is_not_capped_by_the_reward_queries_it_never_makes():
     ReferenceAgent().run("", tools)
     first = next(c[1] for c in tools.calls if c[0] == "exec")
     assert first.startswith("python train.py steps=150 pairs=data/train.jsonl ") and ("status", "") not in tools.calls
+
+
+def test_only_sampling_algorithms_are_capped_by_the_reward_queries():
+    """SFT learns from the answers and never asks the endpoint; PPO samples and does."""
+    task = {"name": "format-if", "reward": {"name": "int_closeness", "access": "endpoint"}}
+    firsts = {}
+    for algo in ("sft", "ppo"):
+        tools = ScriptedTools(task, {"prompt": "1+2=", "answer": "3"}, {"steps": 500, "stopped_by": "steps"},
+                              queries_left=1280)
+        ReferenceAgent(algo=algo).run("", tools)
+        firsts[algo] = next(c[1] for c in tools.calls if c[0] == "exec")
+    assert firsts["sft"].startswith("python train.py steps=5000 ")  # the plan's own steps, uncapped
+    assert firsts["ppo"].startswith("python train.py steps=9 ")  # 90% of 1,280 queries at 16 x 8 a step

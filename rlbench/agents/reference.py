@@ -39,6 +39,9 @@ from rlbench.rewards import answer_is_completion
 if TYPE_CHECKING:
     from rlbench.harness.tools import ToolBox
 
+# the pipelines that sample completions and so ask a reward endpoint for their rewards
+SAMPLING_ALGOS = ("grpo", "ppo")
+
 TRAIN_PY = '''"""GRPO on this workspace (written by the reference agent).
 
     python train.py [sft_steps=N] [any GRPO setting=value ...]
@@ -285,9 +288,10 @@ class ReferenceAgent(Agent):
             if "train_seconds" in settings:
                 box_s = min(box_s, float(settings.pop("train_seconds")))
             box = {"max_seconds": int(box_s)} if "max_seconds" not in settings else {}
-            if (task.get("reward") or {}).get("access") == "endpoint" and algo != "dpo":
-                # only a sampling algorithm asks the endpoint for rewards; DPO learns from the pairs
-                # (a cap from pref-ppo's 0 queries cut its DPO runs to 1 step, found in revalidation)
+            if (task.get("reward") or {}).get("access") == "endpoint" and algo in SAMPLING_ALGOS:
+                # only a sampling algorithm asks the endpoint for rewards; DPO learns from the pairs,
+                # SFT from the answers (a cap from pref-ppo's 0 queries cut its DPO runs to 1 step,
+                # found in revalidation)
                 settings.update(self._query_cap(tools, settings))
             args = " ".join(f"{k}={v}" for k, v in {**settings, **box, "out": out}.items())
             run = tools.exec(f"{command} {args} seed={self.options.get('seed', 0)}", timeout=left - reserve)
