@@ -57,6 +57,14 @@ def _on_wave(task: TaskConfig, wave: str) -> TaskConfig:
     return waved
 
 
+def wave_difference(first: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
+    """`other`'s pass@1 minus `first`'s and the 95% half-width of that difference: two independent
+    draws, so their intervals' half-widths combine in quadrature. Each is a split's score
+    (`pass_at_1`, `ci_low`, `ci_high`), measured now or read from a recorded baseline."""
+    half = math.hypot((first["ci_high"] - first["ci_low"]) / 2, (other["ci_high"] - other["ci_low"]) / 2)
+    return other["pass_at_1"] - first["pass_at_1"], half
+
+
 def compare_waves(task: TaskConfig, models: Sequence[str], waves: Sequence[str],
                   splits: Sequence[str] = ("test", "heldout"), device: str = "cpu") -> dict[str, Any]:
     """Each model on each wave (cached like any harness score), and each wave against the first."""
@@ -76,8 +84,7 @@ def compare_waves(task: TaskConfig, models: Sequence[str], waves: Sequence[str],
             first = scores[waves[0]][split]
             for w in waves[1:]:
                 s = scores[w][split]
-                half = math.hypot((first["ci_high"] - first["ci_low"]) / 2, (s["ci_high"] - s["ci_low"]) / 2)
-                diff = s["pass_at_1"] - first["pass_at_1"]
+                diff, half = wave_difference(first, s)
                 rows.append({"model": model, "split": split, "wave": w, "against": waves[0],
                              "score": s["pass_at_1"], "ci": [s["ci_low"], s["ci_high"]],
                              "against_score": first["pass_at_1"], "against_ci": [first["ci_low"], first["ci_high"]],
