@@ -92,11 +92,28 @@ def test_endpoint_rewards_cap_the_steps_and_without_answers_there_is_no_warm_up(
 
 def test_a_run_whose_reward_stays_flat_is_not_submitted_and_the_next_attempt_runs():
     flat = {**SUMMARY, "first_reward": 0.0, "first_reward_mean_50": 0.0, "last_reward_mean_50": 0.0}
-    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, flat)
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2="}, flat)  # no answers: GRPO alone, no warm-up
     ReferenceAgent().run("", tools)
     execs = [c[1] for c in tools.calls if c[0] == "exec"]
     assert len(execs) == 3 and "runs/attempt2" in execs[1] and "runs/attempt3" in execs[2]
+    assert "sft_steps" not in execs[0]
     assert [c[1] for c in tools.calls if c[0] == "submit"] == ["model"]  # nothing learned: the base
+
+
+def test_a_warmed_up_run_whose_grpo_reward_stays_flat_is_judged_by_its_dev_score():
+    """After SFT the GRPO reward may start at its ceiling and stay there (honest-arith, seed 2:
+    0.978 -> 0.976, dev 0.99 against the base's 0.78): the run is submitted, not skipped."""
+    flat = {**SUMMARY, "first_reward": 0.98, "first_reward_mean_50": 0.978, "last_reward_mean_50": 0.976}
+    devs = {"model": 0.78, "runs/attempt1/checkpoint": 0.99}
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, flat, devs=devs)
+    ReferenceAgent().run("", tools)
+    execs = [c[1] for c in tools.calls if c[0] == "exec"]
+    assert len(execs) == 1 and "sft_steps=300" in execs[0]
+    assert [c[1] for c in tools.calls if c[0] == "submit"] == ["model", "runs/attempt1/checkpoint"]
+    # below the base on dev, the plan goes on to the next attempt as for any run
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, flat, devs={**devs, "runs/attempt1/checkpoint": 0.5})
+    ReferenceAgent().run("", tools)
+    assert sum(c[0] == "exec" and "train.py" in c[1] for c in tools.calls) == 3
 
 
 def test_a_checkpoint_below_the_base_on_dev_does_not_end_the_plan():
@@ -116,7 +133,7 @@ def test_without_base_first_the_base_is_submitted_only_when_nothing_trains():
     ReferenceAgent(base_first=False).run("", tools)
     assert [c[1] for c in tools.calls if c[0] == "submit"] == ["runs/attempt1/checkpoint"]
     flat = {**SUMMARY, "first_reward_mean_50": 0.0, "last_reward_mean_50": 0.0}
-    tools = ScriptedTools(LOCAL, {"prompt": "1+2=", "answer": "3"}, flat)
+    tools = ScriptedTools(LOCAL, {"prompt": "1+2="}, flat)  # GRPO alone (no answers to warm up on)
     ReferenceAgent(base_first="false").run("", tools)
     assert [c[1] for c in tools.calls if c[0] == "submit"] == ["model"]
 
