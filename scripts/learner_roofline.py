@@ -48,6 +48,8 @@ def main() -> None:
     from rlbench.data.splits import prepare_data
     from rlbench.engines.group_rows import shared_prefix_logprobs
     from rlbench.engines.kernel_choice import cpu_identity
+    from rlbench.engines.rollout import RolloutEngine
+    from rlbench.engines.sampling import SamplingParams
     from rlbench.models.zoo import resolve_model
     from rlbench.tasks.registry import load_task, task_dir
     from reference_pipelines.common import build_group_batch
@@ -62,19 +64,10 @@ def main() -> None:
     task = load_task("arith-grpo")
     prompts = [it["prompt"] for it in prepare_data(task, task_dir(task.name)).splits["train"][: a.prompts]]
 
-    # the group's completions, sampled as the rollout samples them
-    enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left")
-    with torch.no_grad():
-        out = policy.generate(**enc, do_sample=True, temperature=1.0, max_new_tokens=a.max_new,
-                              num_return_sequences=a.group, pad_token_id=tok.pad_token_id)
-    completions = []
-    for row in out[:, enc["input_ids"].shape[1]:].tolist():
-        ids = []
-        for t in row:
-            ids.append(t)
-            if t == tok.eos_token_id:
-                break
-        completions.append([t for t in ids if t != tok.pad_token_id] or [tok.eos_token_id])
+    # the group's completions, sampled by the rollout engine as the GRPO pipeline samples them
+    groups = RolloutEngine(path, backend="hf", batch_size=a.prompts * a.group, precision=a.precision,
+                           num_threads=a.threads).generate(prompts, SamplingParams(n=a.group, max_new_tokens=a.max_new, seed=0))
+    completions = [c.token_ids for comps in groups for c in comps]
     batch = build_group_batch(tok, prompts, completions, a.group, a.max_new)
     args = (batch.prompt_ids, batch.prompt_attention, batch.completion_ids, batch.completion_attention, batch.group)
     tokens = int(batch.prompt_attention.sum()) + int(batch.completion_attention.sum())
